@@ -1,0 +1,44 @@
+"""Entries of a topic log: a stored message body plus what dispatch needs to know about it."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from wire.pulsar_api_pb2 import MessageMetadata
+
+_META_SIZE = struct.Struct(">I")
+#: The sticky key of a message with neither ordering key nor partition key (as Pulsar does).
+NONE_KEY = b"NONE_KEY"
+
+
+@dataclass(slots=True)
+class Entry:
+    """One entry: a single message or a whole batch, stored as ``[0x0e01][crc][metaSize][meta][payload]``."""
+
+    entry_id: int
+    body: bytes
+    num_messages: int
+    is_batch: bool
+    publish_time: int
+    sticky_key: bytes
+
+    @classmethod
+    def from_metadata(cls, entry_id: int, body: bytes, meta: MessageMetadata) -> Entry:
+        """Describe a body whose metadata is already parsed."""
+        if meta.HasField("ordering_key"):
+            key = meta.ordering_key
+        elif meta.HasField("partition_key"):
+            key = meta.partition_key.encode()
+        else:
+            key = NONE_KEY
+        is_batch = meta.HasField("num_messages_in_batch")
+        return cls(entry_id, body, meta.num_messages_in_batch, is_batch, meta.publish_time, key)
+
+    @classmethod
+    def from_body(cls, entry_id: int, body: bytes) -> Entry:
+        """Describe a stored body (parses its metadata)."""
+        (size,) = _META_SIZE.unpack_from(body, 6)
+        meta = MessageMetadata()
+        meta.ParseFromString(body[10 : 10 + size])
+        return cls.from_metadata(entry_id, body, meta)

@@ -1,0 +1,71 @@
+"""Topic names: ``{persistent|non-persistent}://tenant/namespace/local[-partition-N]``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from engine.errors import BrokerError
+from wire.pulsar_api_pb2 import ServerError
+
+PARTITION_SUFFIX = "-partition-"
+_NAMED = re.compile(r"^[-=:.\w]+$")
+_DOMAINS = ("persistent", "non-persistent")
+DEFAULT_NAMESPACE = "public/default"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicName:
+    """A parsed, validated topic name."""
+
+    domain: str
+    tenant: str
+    namespace: str
+    local: str
+
+    @classmethod
+    def parse(cls, name: str) -> TopicName:
+        """Parse a full or short name (``my-topic`` means ``persistent://public/default/my-topic``)."""
+        if "://" in name:
+            domain, _, rest = name.partition("://")
+        else:
+            domain, rest = "persistent", name
+            if "/" not in rest:
+                rest = f"{DEFAULT_NAMESPACE}/{rest}"
+        parts = rest.split("/")
+        if domain not in _DOMAINS or len(parts) != 3:
+            raise BrokerError(ServerError.InvalidTopicName, f"Invalid topic name: {name}")
+        tenant, namespace, local = parts
+        if not (_NAMED.match(tenant) and _NAMED.match(namespace)) or not local or local.strip() != local:
+            raise BrokerError(ServerError.InvalidTopicName, f"Invalid topic name: {name}")
+        return cls(domain, tenant, namespace, local)
+
+    @property
+    def full(self) -> str:
+        return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local}"
+
+    @property
+    def namespace_name(self) -> str:
+        return f"{self.tenant}/{self.namespace}"
+
+    @property
+    def partition_index(self) -> int:
+        """The partition number of a ``-partition-N`` name, or -1."""
+        base, sep, index = self.local.rpartition(PARTITION_SUFFIX)
+        if sep and base and index.isdigit():
+            return int(index)
+        return -1
+
+    @property
+    def partitioned_parent(self) -> TopicName:
+        """The partitioned topic this partition belongs to (itself if it is no partition)."""
+        if self.partition_index < 0:
+            return self
+        return TopicName(self.domain, self.tenant, self.namespace, self.local.rpartition(PARTITION_SUFFIX)[0])
+
+    def partition(self, index: int) -> TopicName:
+        """The name of partition ``index`` of this topic."""
+        return TopicName(self.domain, self.tenant, self.namespace, f"{self.local}{PARTITION_SUFFIX}{index}")
+
+    def __str__(self) -> str:
+        return self.full

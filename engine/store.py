@@ -1,0 +1,218 @@
+"""Durable storage on SQLite in WAL mode: topic logs, cursors, producer sequence ids and schemas.
+
+Writes are staged and made durable together by :meth:`Store.commit` (one fsync for many messages:
+the group commit). Each topic partition's log is its own table keyed by entry id, so appends and
+range reads walk one B-tree.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+from typing import NamedTuple
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS topics (
+    name TEXT PRIMARY KEY, topic_id INTEGER NOT NULL UNIQUE, ledger_id INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS partitioned_topics (name TEXT PRIMARY KEY, partitions INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS cursors (
+    topic_id INTEGER NOT NULL, name TEXT NOT NULL, state TEXT NOT NULL, PRIMARY KEY (topic_id, name));
+CREATE TABLE IF NOT EXISTS producer_sequences (
+    topic_id INTEGER NOT NULL, producer TEXT NOT NULL, sequence_id INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, producer));
+CREATE TABLE IF NOT EXISTS schemas (
+    topic TEXT NOT NULL, version INTEGER NOT NULL, type INTEGER NOT NULL, name TEXT NOT NULL,
+    data BLOB NOT NULL, properties TEXT NOT NULL, PRIMARY KEY (topic, version));
+"""
+
+
+class TopicRecord(NamedTuple):
+    """A topic partition's identity in storage."""
+
+    topic_id: int
+    ledger_id: int
+
+
+class StoredSchema(NamedTuple):
+    """One version of a topic's schema."""
+
+    version: int
+    type: int
+    name: str
+    data: bytes
+    properties: str
+
+
+class Store:
+    """The embedded store. Not thread-safe: the engine calls it from one thread."""
+
+    def __init__(self, path: Path | str) -> None:
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+        self._entries: dict[int, list[tuple[int, int, bytes]]] = defaultdict(list)
+        self._cursors: dict[tuple[int, str], str | None] = {}
+        self._sequences: dict[tuple[int, str], int] = {}
+
+    def close(self) -> None:
+        """Close the database (staged writes that were not committed are dropped)."""
+        self._db.close()
+
+    # -- counters and catalog: committed at once, they are rare ---------------------------------
+
+    def next_value(self, name: str) -> int:
+        """Increment and return a durable counter (starting at 1)."""
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            row = self._db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
+            value = (row[0] if row else 0) + 1
+            self._db.execute("INSERT OR REPLACE INTO counters VALUES (?, ?)", (name, value))
+        return value
+
+    def topics(self) -> dict[str, TopicRecord]:
+        """Every topic partition that has a log."""
+        rows = self._db.execute("SELECT name, topic_id, ledger_id FROM topics")
+        return {name: TopicRecord(tid, lid) for name, tid, lid in rows}
+
+    def create_topic(self, name: str) -> TopicRecord:
+        """Create the log of a topic partition."""
+        topic_id = self.next_value("topic_id")
+        ledger_id = self.next_value("ledger_id")
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(
+                f"CREATE TABLE ledger_{topic_id} (entry_id INTEGER PRIMARY KEY,"
+                " publish_time INTEGER NOT NULL, body BLOB NOT NULL)"
+            )
+            self._db.execute("INSERT INTO topics VALUES (?, ?, ?)", (name, topic_id, ledger_id))
+        return TopicRecord(topic_id, ledger_id)
+
+    def delete_topic(self, name: str, topic_id: int) -> None:
+        """Drop a topic partition's log, cursors and producer state."""
+        for key in [k for k in self._cursors if k[0] == topic_id]:
+            del self._cursors[key]
+        self._entries.pop(topic_id, None)
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(f"DROP TABLE IF EXISTS ledger_{topic_id}")
+            self._db.execute("DELETE FROM topics WHERE name = ?", (name,))
+            self._db.execute("DELETE FROM cursors WHERE topic_id = ?", (topic_id,))
+            self._db.execute("DELETE FROM producer_sequences WHERE topic_id = ?", (topic_id,))
+
+    def partitioned_topics(self) -> dict[str, int]:
+        """Partitioned topics and their partition counts."""
+        return dict(self._db.execute("SELECT name, partitions FROM partitioned_topics"))
+
+    def set_partitioned_topic(self, name: str, partitions: int | None) -> None:
+        """Record (or, with ``None``, remove) a partitioned topic."""
+        with self._db:
+            if partitions is None:
+                self._db.execute("DELETE FROM partitioned_topics WHERE name = ?", (name,))
+            else:
+                self._db.execute("INSERT OR REPLACE INTO partitioned_topics VALUES (?, ?)", (name, partitions))
+
+    # -- topic logs ---------------------------------------------------------------------------
+
+    def last_entry_id(self, topic_id: int) -> int:
+        """The id of the last stored entry, or -1."""
+        row = self._db.execute(f"SELECT max(entry_id) FROM ledger_{topic_id}").fetchone()
+        return -1 if row[0] is None else row[0]
+
+    def first_entry_id(self, topic_id: int) -> int:
+        """The id of the first stored entry, or -1."""
+        row = self._db.execute(f"SELECT min(entry_id) FROM ledger_{topic_id}").fetchone()
+        return -1 if row[0] is None else row[0]
+
+    def read(self, topic_id: int, start: int, end: int) -> list[tuple[int, bytes]]:
+        """Committed entries with ``start <= entry_id <= end``, in order."""
+        return self._db.execute(
+            f"SELECT entry_id, body FROM ledger_{topic_id} WHERE entry_id BETWEEN ? AND ? ORDER BY entry_id",
+            (start, end),
+        ).fetchall()
+
+    def read_ids(self, topic_id: int, ids: list[int]) -> list[tuple[int, bytes]]:
+        """Committed entries with the given ids, in order."""
+        marks = ",".join("?" * len(ids))
+        return self._db.execute(
+            f"SELECT entry_id, body FROM ledger_{topic_id} WHERE entry_id IN ({marks}) ORDER BY entry_id", ids
+        ).fetchall()
+
+    def entry_at_time(self, topic_id: int, publish_time_ms: int) -> int | None:
+        """The first entry published at or after ``publish_time_ms``."""
+        row = self._db.execute(
+            f"SELECT min(entry_id) FROM ledger_{topic_id} WHERE publish_time >= ?", (publish_time_ms,)
+        ).fetchone()
+        return row[0]
+
+    def stage_entry(self, topic_id: int, entry_id: int, publish_time: int, body: bytes) -> None:
+        """Stage an entry for the next commit."""
+        self._entries[topic_id].append((entry_id, publish_time, body))
+
+    # -- cursors and producer sequences ------------------------------------------------------
+
+    def cursors(self, topic_id: int) -> dict[str, str]:
+        """Stored cursor states of a topic partition, by subscription name."""
+        rows = self._db.execute("SELECT name, state FROM cursors WHERE topic_id = ?", (topic_id,))
+        return dict(rows)
+
+    def stage_cursor(self, topic_id: int, name: str, state: str | None) -> None:
+        """Stage a cursor's new state (``None`` deletes it) for the next commit."""
+        self._cursors[(topic_id, name)] = state
+
+    def producer_sequences(self, topic_id: int) -> dict[str, int]:
+        """The highest stored sequence id per producer name."""
+        rows = self._db.execute(
+            "SELECT producer, sequence_id FROM producer_sequences WHERE topic_id = ?", (topic_id,)
+        )
+        return dict(rows)
+
+    def stage_sequence(self, topic_id: int, producer: str, sequence_id: int) -> None:
+        """Stage a producer's highest sequence id for the next commit."""
+        self._sequences[(topic_id, producer)] = sequence_id
+
+    # -- schemas ------------------------------------------------------------------------------
+
+    def schemas(self, topic: str) -> list[StoredSchema]:
+        """Every schema version of a topic, oldest first."""
+        rows = self._db.execute(
+            "SELECT version, type, name, data, properties FROM schemas WHERE topic = ? ORDER BY version",
+            (topic,),
+        )
+        return [StoredSchema(*row) for row in rows]
+
+    def add_schema(self, topic: str, schema: StoredSchema) -> None:
+        """Store a new schema version at once."""
+        with self._db:
+            self._db.execute("INSERT INTO schemas VALUES (?, ?, ?, ?, ?, ?)", (topic, *schema))
+
+    # -- the group commit --------------------------------------------------------------------
+
+    @property
+    def has_staged(self) -> bool:
+        return bool(self._entries or self._cursors or self._sequences)
+
+    def commit(self) -> None:
+        """Make every staged write durable in one transaction. On error nothing is kept staged."""
+        entries, cursors, sequences = self._entries, self._cursors, self._sequences
+        self._entries, self._cursors, self._sequences = defaultdict(list), {}, {}
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            for topic_id, rows in entries.items():
+                db.executemany(f"INSERT INTO ledger_{topic_id} VALUES (?, ?, ?)", rows)
+            for (topic_id, name), state in cursors.items():
+                if state is None:
+                    db.execute("DELETE FROM cursors WHERE topic_id = ? AND name = ?", (topic_id, name))
+                else:
+                    db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?, ?)", (topic_id, name, state))
+            db.executemany(
+                "INSERT OR REPLACE INTO producer_sequences VALUES (?, ?, ?)",
+                [(t, p, s) for (t, p), s in sequences.items()],
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise

@@ -1,0 +1,398 @@
+"""Subscriptions: a cursor, the consumers attached to it, and the dispatch decisions between them.
+
+Exclusive and Failover subscriptions have one active consumer that reads the log in order; an
+unacknowledged message is delivered again by rewinding the read position to the cursor. Shared and
+Key_Shared subscriptions spread entries over consumers and keep a replay set of entries to deliver
+again (negatively acknowledged, or held by a consumer that left).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import TYPE_CHECKING, Protocol
+
+import mmh3
+
+from engine.cursor import Cursor
+from engine.entry import Entry
+from engine.errors import BrokerError
+from wire.pulsar_api_pb2 import ServerError
+
+if TYPE_CHECKING:
+    from engine.topic import Topic
+
+#: Entries one dispatch pass may deliver before it yields to other work.
+DISPATCH_BUDGET = 2000
+#: Entries a pass reads from the log at a time.
+READ_CHUNK = 200
+#: Key_Shared: stop reading ahead once this many entries wait for a consumer with no permits.
+MAX_REPLAY_BACKLOG = 1000
+#: Key_Shared hash space (Pulsar's ``DEFAULT_RANGE_SIZE``).
+HASH_RANGE_SIZE = 1 << 16
+#: Points per consumer on the Key_Shared AUTO_SPLIT hash ring.
+RING_POINTS = 100
+
+
+class SubType(IntEnum):
+    """Subscription types, numbered as ``CommandSubscribe.SubType``."""
+
+    EXCLUSIVE = 0
+    SHARED = 1
+    FAILOVER = 2
+    KEY_SHARED = 3
+
+
+@dataclass(slots=True)
+class Delivery:
+    """One entry sent to a consumer."""
+
+    entry: Entry
+    redelivery_count: int
+    unacked_mask: int | None
+
+
+class ConsumerSink(Protocol):
+    """Where a consumer's traffic goes: the connection it came on."""
+
+    def deliver(self, consumer: Consumer, deliveries: list[Delivery]) -> None: ...
+
+    def active_consumer_change(self, consumer: Consumer, is_active: bool) -> None: ...
+
+    def close_consumer(self, consumer: Consumer) -> None: ...
+
+
+@dataclass(eq=False)
+class Consumer:
+    """A consumer attached to a subscription."""
+
+    consumer_id: int
+    name: str
+    sink: ConsumerSink
+    priority: int = 0
+    epoch: int | None = None
+    #: Key_Shared STICKY: inclusive hash ranges this consumer owns.
+    hash_ranges: list[tuple[int, int]] = field(default_factory=list)
+    permits: int = 0
+    #: Entries delivered to this consumer and not yet acknowledged.
+    pending: set[int] = field(default_factory=set)
+    subscription: Subscription | None = None
+
+
+def sticky_hash(key: bytes) -> int:
+    """Murmur3 (32 bit) of a sticky key, as Pulsar hashes keys for Key_Shared."""
+    return mmh3.hash(key, 0, signed=False) & 0x7FFFFFFF
+
+
+class Subscription:
+    """One subscription on one topic partition."""
+
+    def __init__(self, topic: Topic, name: str, sub_type: SubType, cursor: Cursor, durable: bool) -> None:
+        self.topic = topic
+        self.name = name
+        self.sub_type = sub_type
+        self.cursor = cursor
+        self.durable = durable
+        self.consumers: list[Consumer] = []
+        self.read_position = cursor.mark_delete + 1
+        self.redelivery_counts: dict[int, int] = {}
+        self._replay: set[int] = set()
+        self._active: Consumer | None = None
+        self._round_robin = 0
+        self._ring: list[tuple[int, Consumer]] = []
+        self._continuation = False
+        self.sticky_mode = False
+
+    # -- consumers --------------------------------------------------------------------------
+
+    @property
+    def single_active(self) -> bool:
+        return self.sub_type in (SubType.EXCLUSIVE, SubType.FAILOVER)
+
+    @property
+    def active_consumer(self) -> Consumer | None:
+        return self._active
+
+    def add_consumer(self, consumer: Consumer, sub_type: SubType, sticky: bool = False) -> None:
+        """Attach a consumer, or raise the error Pulsar gives for the conflict."""
+        if self.consumers and sub_type != self.sub_type:
+            raise BrokerError(ServerError.ConsumerBusy, "Subscription is of different type")
+        if not self.consumers:
+            self.sub_type = sub_type
+            self.sticky_mode = sticky
+        if sub_type == SubType.EXCLUSIVE and self.consumers:
+            raise BrokerError(ServerError.ConsumerBusy, "Exclusive consumer is already connected")
+        if sub_type == SubType.KEY_SHARED:
+            self._check_key_shared(consumer, sticky)
+        consumer.subscription = self
+        self.consumers.append(consumer)
+        if self.single_active:
+            self._pick_active()
+        elif sub_type == SubType.KEY_SHARED:
+            self._rebuild_ring()
+
+    def _check_key_shared(self, consumer: Consumer, sticky: bool) -> None:
+        if self.consumers and sticky != self.sticky_mode:
+            raise BrokerError(ServerError.ConsumerAssignError, "Key_Shared mode differs from the subscription's")
+        if not sticky:
+            return
+        if not consumer.hash_ranges:
+            raise BrokerError(ServerError.ConsumerAssignError, "Ranges for KeyShared policy must not be empty.")
+        for start, end in consumer.hash_ranges:
+            if not 0 <= start <= end < HASH_RANGE_SIZE:
+                raise BrokerError(ServerError.ConsumerAssignError, f"Fixed hash range {start}-{end} is invalid")
+            for other in self.consumers:
+                for o_start, o_end in other.hash_ranges:
+                    if start <= o_end and o_start <= end:
+                        raise BrokerError(
+                            ServerError.ConsumerAssignError,
+                            f"Range conflict with consumer {other.name}: {o_start}-{o_end}",
+                        )
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach a consumer; what it held unacknowledged goes to the others."""
+        if consumer not in self.consumers:
+            return
+        self.consumers.remove(consumer)
+        consumer.subscription = None
+        if self.single_active:
+            if consumer is self._active:
+                self._active = None
+                self.read_position = self.cursor.mark_delete + 1
+                self._pick_active()
+        else:
+            self._replay.update(e for e in consumer.pending if not self.cursor.is_acked(e))
+            if self.sub_type == SubType.KEY_SHARED:
+                self._rebuild_ring()
+        consumer.pending.clear()
+        if not self.consumers and not self.durable:
+            self.topic.remove_subscription(self)
+        else:
+            self.dispatch()
+
+    def close_consumers(self) -> None:
+        """Disconnect every consumer (the client reconnects them)."""
+        for consumer in list(self.consumers):
+            self.consumers.remove(consumer)
+            consumer.subscription = None
+            consumer.pending.clear()
+            consumer.sink.close_consumer(consumer)
+        self._active = None
+
+    def _pick_active(self) -> None:
+        ordered = sorted(self.consumers, key=lambda c: (c.priority, c.name))
+        if not ordered:
+            return
+        partition = self.topic.name.partition_index
+        index = partition % len(ordered) if self.sub_type == SubType.FAILOVER and partition >= 0 else 0
+        chosen = ordered[index]
+        if chosen is self._active:
+            return
+        previous = self._active
+        self._active = chosen
+        if previous is not None:
+            previous.pending.clear()
+            self.read_position = self.cursor.mark_delete + 1
+        if self.sub_type == SubType.FAILOVER:
+            for consumer in self.consumers:
+                consumer.sink.active_consumer_change(consumer, consumer is chosen)
+
+    def _rebuild_ring(self) -> None:
+        ring = []
+        for consumer in self.consumers:
+            for i in range(RING_POINTS):
+                ring.append((sticky_hash(f"{consumer.name}{consumer.consumer_id}:{i}".encode()), consumer))
+        ring.sort(key=lambda point: point[0])
+        self._ring = ring
+
+    # -- flow, acknowledgements, redelivery -------------------------------------------------
+
+    def flow(self, consumer: Consumer, permits: int) -> None:
+        """Grant ``permits`` more messages to a consumer."""
+        consumer.permits += permits
+        self.dispatch()
+
+    def acknowledge(self, consumer: Consumer, acks: Iterable[tuple[int, int | None]], cumulative: bool) -> None:
+        """Apply acknowledgements: ``(entry_id, unacked_mask)`` pairs, the mask only for batch-index acks."""
+        cursor = self.cursor
+        changed = False
+        if cumulative:
+            for entry_id, mask in acks:
+                upto = entry_id if mask is None else entry_id - 1
+                before = cursor.mark_delete
+                cursor.ack_cumulative(upto)
+                if mask is not None:
+                    cursor.ack_batch_indexes(entry_id, mask, 0)
+                changed = changed or cursor.mark_delete != before or mask is not None
+            for c in self.consumers:
+                c.pending = {e for e in c.pending if not cursor.is_acked(e)}
+            self.redelivery_counts = {e: n for e, n in self.redelivery_counts.items() if e > cursor.mark_delete}
+        else:
+            for entry_id, mask in acks:
+                done = cursor.ack(entry_id) if mask is None else cursor.ack_batch_indexes(entry_id, mask, 0)
+                changed = True
+                if done or cursor.is_acked(entry_id):
+                    consumer.pending.discard(entry_id)
+                    self.redelivery_counts.pop(entry_id, None)
+                    self._replay.discard(entry_id)
+        if changed:
+            self.topic.cursor_changed(self)
+
+    def redeliver(self, consumer: Consumer, entry_ids: list[int] | None) -> None:
+        """Deliver again what a consumer holds unacknowledged (all of it, or the given entries)."""
+        if self.single_active or entry_ids is None:
+            chosen = set(consumer.pending)
+        else:
+            chosen = consumer.pending.intersection(entry_ids)
+        for entry_id in chosen:
+            self.redelivery_counts[entry_id] = self.redelivery_counts.get(entry_id, 0) + 1
+        if self.single_active:
+            consumer.pending.clear()
+            self.read_position = self.cursor.mark_delete + 1
+        else:
+            consumer.pending -= chosen
+            self._replay.update(e for e in chosen if not self.cursor.is_acked(e))
+        self.dispatch()
+
+    def reset(self, next_entry: int) -> None:
+        """Seek: the next entry delivered is ``next_entry``; acknowledgements after it are forgotten."""
+        self.cursor.reset(next_entry)
+        self.read_position = next_entry
+        self._replay.clear()
+        self.redelivery_counts.clear()
+        for consumer in self.consumers:
+            consumer.pending.clear()
+        self.topic.cursor_changed(self)
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    def dispatch(self) -> None:
+        """Send what the consumers have permits for, up to the topic's readable limit."""
+        if not self.consumers:
+            return
+        if self.single_active:
+            more = self._dispatch_single()
+        else:
+            more = self._dispatch_spread()
+        if more and not self._continuation:
+            self._continuation = True
+            self.topic.clock.call_later(0, self._continue)
+
+    def _continue(self) -> None:
+        self._continuation = False
+        self.dispatch()
+
+    def _dispatch_single(self) -> bool:
+        consumer = self._active
+        if consumer is None or consumer.permits <= 0:
+            return False
+        limit = self.topic.read_limit
+        position = self.read_position
+        cursor = self.cursor
+        deliveries: list[Delivery] = []
+        while consumer.permits > 0 and position <= limit and len(deliveries) < DISPATCH_BUDGET:
+            entries = self.topic.read(position, min(limit, position + READ_CHUNK - 1))
+            if not entries:
+                position = limit + 1
+                break
+            for entry in entries:
+                position = entry.entry_id + 1
+                if cursor.is_acked(entry.entry_id):
+                    continue
+                deliveries.append(self._delivery(entry))
+                consumer.pending.add(entry.entry_id)
+                consumer.permits -= entry.num_messages
+                if consumer.permits <= 0:
+                    break
+        self.read_position = position
+        if deliveries:
+            consumer.sink.deliver(consumer, deliveries)
+        return consumer.permits > 0 and position <= limit
+
+    def _dispatch_spread(self) -> bool:
+        out: dict[Consumer, list[Delivery]] = {}
+        budget = DISPATCH_BUDGET
+        if self._replay:
+            ids = sorted(self._replay)[:budget]
+            for entry in self.topic.read_ids(ids):
+                target = self._select(entry)
+                if target is not None:
+                    self._replay.discard(entry.entry_id)
+                    self._assign(out, target, entry)
+                    budget -= 1
+            self._replay.difference_update(e for e in ids if self.cursor.is_acked(e))
+        limit = self.topic.read_limit
+        position = self.read_position
+        blocked = False
+        while budget > 0 and position <= limit and not blocked:
+            if len(self._replay) >= MAX_REPLAY_BACKLOG or not any(c.permits > 0 for c in self.consumers):
+                break
+            entries = self.topic.read(position, min(limit, position + READ_CHUNK - 1))
+            if not entries:
+                position = limit + 1
+                break
+            for entry in entries:
+                if self.cursor.is_acked(entry.entry_id):
+                    position = entry.entry_id + 1
+                    continue
+                target = self._select(entry)
+                if target is None:
+                    if self.sub_type != SubType.KEY_SHARED:
+                        blocked = True
+                        break
+                    self._replay.add(entry.entry_id)
+                else:
+                    self._assign(out, target, entry)
+                    budget -= 1
+                position = entry.entry_id + 1
+                if budget <= 0:
+                    break
+        self.read_position = position
+        for consumer, deliveries in out.items():
+            consumer.sink.deliver(consumer, deliveries)
+        return budget <= 0
+
+    def _assign(self, out: dict[Consumer, list[Delivery]], consumer: Consumer, entry: Entry) -> None:
+        out.setdefault(consumer, []).append(self._delivery(entry))
+        consumer.pending.add(entry.entry_id)
+        consumer.permits -= entry.num_messages
+
+    def _delivery(self, entry: Entry) -> Delivery:
+        return Delivery(entry, self.redelivery_counts.get(entry.entry_id, 0), self.cursor.unacked_mask(entry.entry_id))
+
+    def _select(self, entry: Entry) -> Consumer | None:
+        if self.sub_type == SubType.KEY_SHARED:
+            consumer = self._owner_of(sticky_hash(entry.sticky_key))
+            return consumer if consumer is not None and consumer.permits > 0 else None
+        return self._next_round_robin(lambda c: c.permits > 0)
+
+    def _owner_of(self, key_hash: int) -> Consumer | None:
+        if self.sticky_mode:
+            slot = key_hash % HASH_RANGE_SIZE
+            for consumer in self.consumers:
+                if any(start <= slot <= end for start, end in consumer.hash_ranges):
+                    return consumer
+            return None
+        if not self._ring:
+            return None
+        index = bisect.bisect_left(self._ring, key_hash, key=lambda point: point[0])
+        return self._ring[index % len(self._ring)][1]
+
+    def _next_round_robin(self, ready: Callable[[Consumer], bool]) -> Consumer | None:
+        candidates = [c for c in self.consumers if ready(c)]
+        if not candidates:
+            return None
+        top = min(c.priority for c in candidates)
+        candidates = [c for c in candidates if c.priority == top]
+        self._round_robin = (self._round_robin + 1) % len(candidates)
+        return candidates[self._round_robin]
+
+    # -- figures ----------------------------------------------------------------------------
+
+    def backlog(self) -> int:
+        """Entries after the cursor that are not acknowledged."""
+        last = self.topic.last_confirmed
+        above = sum(1 for e in self.cursor.acked if e <= last)
+        return max(0, last - self.cursor.mark_delete - above)

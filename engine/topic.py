@@ -1,0 +1,315 @@
+"""A topic partition: its log, producers, subscriptions and deduplication state."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TYPE_CHECKING, Protocol
+
+from engine.cursor import Cursor
+from engine.entry import Entry
+from engine.errors import BrokerError
+from engine.names import TopicName
+from engine.store import TopicRecord
+from engine.subscription import Consumer, Subscription, SubType
+from wire.pulsar_api_pb2 import MessageMetadata, ServerError
+
+if TYPE_CHECKING:
+    from engine.broker import Broker
+
+#: Entries kept in memory per topic partition for dispatch without reading the store.
+CACHE_ENTRIES = 20_000
+CACHE_BYTES = 32 * 1024 * 1024
+#: Receipt id of a message dropped as a duplicate (Pulsar answers -1:-1).
+DUPLICATE = -1
+
+
+class AccessMode(IntEnum):
+    """Producer access modes, numbered as ``ProducerAccessMode``."""
+
+    SHARED = 0
+    EXCLUSIVE = 1
+    WAIT_FOR_EXCLUSIVE = 2
+    EXCLUSIVE_WITH_FENCING = 3
+
+
+class ProducerSink(Protocol):
+    """Where a producer's server-initiated traffic goes."""
+
+    def close_producer(self, producer: Producer) -> None: ...
+
+    def producer_ready(self, producer: Producer) -> None: ...
+
+
+@dataclass(eq=False)
+class Producer:
+    """A producer attached to a topic partition."""
+
+    producer_id: int
+    name: str
+    access_mode: AccessMode
+    epoch: int
+    sink: ProducerSink
+    topic: Topic | None = None
+    #: The schema version the producer declared, if any.
+    schema_version: int | None = None
+
+
+#: Completion of a publish: the entry id (or ``DUPLICATE``), or the error.
+PublishCallback = Callable[[int | BrokerError], None]
+
+
+class Topic:
+    """One topic partition (or non-partitioned topic)."""
+
+    def __init__(self, broker: Broker, name: TopicName, record: TopicRecord) -> None:
+        self.broker = broker
+        self.store = broker.store
+        self.clock = broker.clock
+        self.name = name
+        self.topic_id = record.topic_id
+        self.ledger_id = record.ledger_id
+        self.last_confirmed = self.store.last_entry_id(self.topic_id)
+        self.next_entry_id = self.last_confirmed + 1
+        self._cache: list[Entry] = []
+        self._cache_bytes = 0
+        self.producers: list[Producer] = []
+        self.waiting_producers: deque[Producer] = deque()
+        self.subscriptions: dict[str, Subscription] = {}
+        self._sequences = self.store.producer_sequences(self.topic_id)
+        self._persisted_sequences = dict(self._sequences)
+        self._dirty_cursors: set[Subscription] = set()
+        self.messages_in = 0
+        self.bytes_in = 0
+        for sub_name, state in self.store.cursors(self.topic_id).items():
+            loaded = Cursor.loads(state)
+            self.subscriptions[sub_name] = Subscription(self, sub_name, SubType.EXCLUSIVE, loaded, durable=True)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    @property
+    def read_limit(self) -> int:
+        """The last entry consumers may read."""
+        return self.last_confirmed
+
+    def _cached(self, entry_id: int) -> Entry | None:
+        if self._cache and entry_id >= self._cache[0].entry_id:
+            index = entry_id - self._cache[0].entry_id
+            if index < len(self._cache):
+                return self._cache[index]
+        return None
+
+    def read(self, start: int, end: int) -> list[Entry]:
+        """Entries ``start..end`` (inclusive) of the confirmed log."""
+        end = min(end, self.last_confirmed)
+        if start > end:
+            return []
+        first = self._cache[0].entry_id if self._cache else self.next_entry_id
+        if start >= first:
+            return self._cache[start - first : end - first + 1]
+        rows = self.store.read(self.topic_id, start, min(end, first - 1))
+        entries = [Entry.from_body(entry_id, body) for entry_id, body in rows]
+        if end >= first:
+            entries += self._cache[: end - first + 1]
+        return entries
+
+    def read_ids(self, entry_ids: list[int]) -> list[Entry]:
+        """The given confirmed entries, in order."""
+        found: list[Entry] = []
+        missing: list[int] = []
+        for entry_id in entry_ids:
+            if entry_id > self.last_confirmed:
+                continue
+            entry = self._cached(entry_id)
+            if entry is None:
+                missing.append(entry_id)
+            else:
+                found.append(entry)
+        if missing:
+            found.extend(Entry.from_body(e, b) for e, b in self.store.read_ids(self.topic_id, missing))
+            found.sort(key=lambda entry: entry.entry_id)
+        return found
+
+    def last_entry(self) -> Entry | None:
+        """The last readable entry."""
+        entries = self.read(self.read_limit, self.read_limit)
+        return entries[0] if entries else None
+
+    def entry_at_time(self, publish_time_ms: int) -> int:
+        """The first entry published at or after the time (the end of the log if none)."""
+        found = self.store.entry_at_time(self.topic_id, publish_time_ms)
+        return self.last_confirmed + 1 if found is None else found
+
+    def first_entry_id(self) -> int:
+        """The first entry still stored (the next one to be written if the log is empty)."""
+        first = self.store.first_entry_id(self.topic_id)
+        return self.next_entry_id if first < 0 else first
+
+    # -- producers -----------------------------------------------------------------------------
+
+    def add_producer(self, producer: Producer) -> bool:
+        """Attach a producer. Returns False if it must wait for exclusive access (WaitForExclusive)."""
+        for existing in self.producers:
+            if existing.name == producer.name:
+                if producer.epoch > existing.epoch:
+                    self.remove_producer(existing)
+                    existing.sink.close_producer(existing)
+                    break
+                raise BrokerError(
+                    ServerError.ProducerBusy,
+                    f"Producer with name '{producer.name}' is already connected to topic {self.name}",
+                )
+        mode = producer.access_mode
+        if mode == AccessMode.EXCLUSIVE_WITH_FENCING:
+            for existing in list(self.producers):
+                self.remove_producer(existing)
+                existing.sink.close_producer(existing)
+        elif self.producers:
+            exclusive = [p for p in self.producers if p.access_mode != AccessMode.SHARED]
+            if mode == AccessMode.WAIT_FOR_EXCLUSIVE:
+                producer.topic = self
+                self.waiting_producers.append(producer)
+                return False
+            if exclusive:
+                raise BrokerError(
+                    ServerError.ProducerBusy, f"Topic has an existing exclusive producer: {exclusive[0].name}"
+                )
+            if mode == AccessMode.EXCLUSIVE:
+                raise BrokerError(ServerError.ProducerBusy, "Topic has existing shared producers")
+        producer.topic = self
+        self.producers.append(producer)
+        return True
+
+    def remove_producer(self, producer: Producer) -> None:
+        """Detach a producer; a producer waiting for exclusive access may then take over."""
+        if producer in self.waiting_producers:
+            self.waiting_producers.remove(producer)
+        if producer not in self.producers:
+            return
+        self.producers.remove(producer)
+        if not self.producers and self.waiting_producers:
+            waiting = self.waiting_producers.popleft()
+            self.producers.append(waiting)
+            waiting.sink.producer_ready(waiting)
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        """The highest stored sequence id of a producer name (-1 if none or deduplication is off)."""
+        if not self.broker.config.deduplication:
+            return -1
+        return self._persisted_sequences.get(producer_name, -1)
+
+    # -- publishing --------------------------------------------------------------------------
+
+    def publish(
+        self,
+        producer: Producer,
+        sequence_id: int,
+        highest_sequence_id: int,
+        body: bytes,
+        metadata: MessageMetadata,
+        done: PublishCallback,
+    ) -> None:
+        """Append an entry; ``done`` runs once it is durable (or dropped as a duplicate)."""
+        if self.broker.config.deduplication:
+            highest = max(sequence_id, highest_sequence_id)
+            if sequence_id <= self._sequences.get(producer.name, -1):
+                self.broker.after_commit(done, DUPLICATE)
+                return
+            self._sequences[producer.name] = highest
+            self.store.stage_sequence(self.topic_id, producer.name, highest)
+        entry_id = self.next_entry_id
+        self.next_entry_id += 1
+        entry = Entry.from_metadata(entry_id, body, metadata)
+        self._cache.append(entry)
+        self._cache_bytes += len(body)
+        self.store.stage_entry(self.topic_id, entry_id, entry.publish_time, body)
+        self.messages_in += entry.num_messages
+        self.bytes_in += len(body)
+        self.broker.staged(self)
+        self.broker.after_commit(done, entry_id)
+
+    def committed(self) -> None:
+        """Staged entries became durable: make them readable and dispatch."""
+        self.last_confirmed = self.next_entry_id - 1
+        self._persisted_sequences.update(self._sequences)
+        if len(self._cache) > CACHE_ENTRIES or self._cache_bytes > CACHE_BYTES:
+            drop = len(self._cache) // 4 or 1
+            self._cache_bytes -= sum(len(entry.body) for entry in self._cache[:drop])
+            del self._cache[:drop]
+        for subscription in list(self.subscriptions.values()):
+            subscription.dispatch()
+
+    def commit_failed(self) -> None:
+        """Staged entries were lost: forget them."""
+        while self._cache and self._cache[-1].entry_id > self.last_confirmed:
+            self._cache_bytes -= len(self._cache.pop().body)
+        self.next_entry_id = self.last_confirmed + 1
+        self._sequences = dict(self._persisted_sequences)
+
+    # -- subscriptions -----------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        sub_name: str,
+        sub_type: SubType,
+        consumer: Consumer,
+        *,
+        durable: bool,
+        earliest: bool,
+        start_entry: int | None,
+        sticky: bool,
+    ) -> Subscription:
+        """Attach a consumer, creating the subscription if needed.
+
+        A new subscription starts at the first entry (``earliest``), after the last (latest), or, for a
+        non-durable one, at ``start_entry`` when given.
+        """
+        subscription = self.subscriptions.get(sub_name)
+        created = subscription is None
+        if subscription is None:
+            if start_entry is not None:
+                first = start_entry
+            elif earliest:
+                first = self.first_entry_id()
+            else:
+                first = self.read_limit + 1
+            subscription = Subscription(self, sub_name, sub_type, Cursor(first - 1), durable)
+        elif not subscription.consumers:
+            subscription.sub_type = sub_type
+        subscription.add_consumer(consumer, sub_type, sticky)
+        if created:
+            self.subscriptions[sub_name] = subscription
+            if durable:
+                self.cursor_changed(subscription)
+        return subscription
+
+    def remove_subscription(self, subscription: Subscription) -> None:
+        """Delete a subscription and its durable cursor."""
+        if self.subscriptions.get(subscription.name) is subscription:
+            del self.subscriptions[subscription.name]
+            self._dirty_cursors.discard(subscription)
+            if subscription.durable:
+                self.store.stage_cursor(self.topic_id, subscription.name, None)
+                self.broker.staged(self)
+
+    def cursor_changed(self, subscription: Subscription) -> None:
+        """Stage a durable cursor for the next commit."""
+        if subscription.durable and self.subscriptions.get(subscription.name) is subscription:
+            self._dirty_cursors.add(subscription)
+            self.broker.staged(self)
+
+    def stage_cursors(self) -> None:
+        """Write every changed cursor into the store's staging area."""
+        for subscription in self._dirty_cursors:
+            self.store.stage_cursor(self.topic_id, subscription.name, subscription.cursor.dumps())
+        self._dirty_cursors.clear()
+
+    def close(self) -> None:
+        """Disconnect every producer and consumer (topic unload or deletion)."""
+        for producer in list(self.producers) + list(self.waiting_producers):
+            self.remove_producer(producer)
+            producer.sink.close_producer(producer)
+        for subscription in self.subscriptions.values():
+            subscription.close_consumers()

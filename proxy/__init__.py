@@ -1,0 +1,1 @@
+"""The Twisted side: TCP server, connection state, command routing, configuration and the CLI."""

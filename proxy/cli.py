@@ -1,0 +1,57 @@
+"""The ``pulsar-txn-proxy`` command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+from proxy.config import FIELDS, Settings, SettingsError, load
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pulsar-txn-proxy", description="A Pulsar endpoint with transactions.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser(
+        "serve",
+        help="run the server",
+        description="Run the server. Precedence: options > PULSAR_TXN_PROXY_<OPTION> environment > --config file.",
+    )
+    serve.add_argument("--config", metavar="FILE", help="TOML file whose keys mirror these options")
+    serve.add_argument("--host", help=f"address to listen on (default {Settings.host})")
+    serve.add_argument("--port", type=int, help=f"Pulsar protocol port (default {Settings.port})")
+    serve.add_argument("--admin-port", type=int, help=f"admin HTTP port (default {Settings.admin_port})")
+    serve.add_argument("--data-dir", help=f"where the store lives (default {Settings.data_dir})")
+    serve.add_argument("--advertised-address", help="host name lookups answer (default: the address reached)")
+    serve.add_argument(
+        "--default-partitions", type=int, help="partitions of auto-created topics (default 0: non-partitioned)"
+    )
+    serve.add_argument(
+        "--deduplication", action=argparse.BooleanOptionalAction, default=None,
+        help="drop messages re-sent with a known producer name and sequence id (default off)",
+    )
+    serve.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script."""
+    started = time.monotonic()
+    args = _parser().parse_args(argv)
+    cli = {k: v for k, v in vars(args).items() if k in FIELDS}
+    try:
+        settings = load(cli, args.config)
+    except SettingsError as exc:
+        print(f"pulsar-txn-proxy: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    from proxy.run import serve
+
+    return serve(settings, started)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

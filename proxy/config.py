@@ -1,0 +1,105 @@
+"""Settings of the server, from the command line, the environment, a TOML file and defaults.
+
+Precedence: command line > ``PULSAR_TXN_PROXY_<OPTION>`` environment variables > ``--config`` file
+> defaults. Option ``data-dir`` is ``--data-dir``, ``PULSAR_TXN_PROXY_DATA_DIR`` and ``data-dir``
+(or ``data_dir``) in the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "PULSAR_TXN_PROXY_"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting of ``pulsar-txn-proxy serve``."""
+
+    host: str = "0.0.0.0"
+    port: int = 6650
+    admin_port: int = 8080
+    data_dir: str = "./data"
+    advertised_address: str | None = None
+    #: Partitions of auto-created topics (0: non-partitioned, as in Pulsar).
+    default_partitions: int = 0
+    #: Drop re-sent messages by producer name and sequence id.
+    deduplication: bool = False
+    log_level: str = "INFO"
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+
+
+class SettingsError(ValueError):
+    """A setting has an unknown name or a value of the wrong type."""
+
+
+def _convert(name: str, value: Any) -> Any:
+    kind = FIELDS[name].type
+    if isinstance(value, str):
+        if kind == "int":
+            try:
+                return int(value)
+            except ValueError:
+                raise SettingsError(f"{name}: expected an integer, got {value!r}") from None
+        if kind == "bool":
+            lowered = value.strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off"):
+                return False
+            raise SettingsError(f"{name}: expected true or false, got {value!r}")
+        return value
+    if kind == "int" and (not isinstance(value, int) or isinstance(value, bool)):
+        raise SettingsError(f"{name}: expected an integer, got {value!r}")
+    if kind == "bool" and not isinstance(value, bool):
+        raise SettingsError(f"{name}: expected true or false, got {value!r}")
+    return value
+
+
+def _from_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"cannot read config file {path}: {exc}") from None
+    values = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name not in FIELDS:
+            raise SettingsError(f"{path}: unknown setting {key!r}")
+        values[name] = _convert(name, value)
+    return values
+
+
+def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    values = {}
+    for name in FIELDS:
+        raw = environ.get(ENV_PREFIX + name.upper())
+        if raw is not None:
+            values[name] = _convert(name, raw)
+    return values
+
+
+def load(cli: Mapping[str, Any], config_file: str | None, environ: Mapping[str, str] = os.environ) -> Settings:
+    """Merge the sources; ``cli`` holds only the options given on the command line."""
+    values: dict[str, Any] = {}
+    if config_file:
+        values.update(_from_file(config_file))
+    values.update(_from_env(environ))
+    values.update({k: v for k, v in cli.items() if v is not None})
+    return Settings(**values)
+
+
+def data_path(settings: Settings) -> Path:
+    """The data directory, created if missing."""
+    path = Path(settings.data_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    return path

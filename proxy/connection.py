@@ -1,0 +1,596 @@
+"""One client connection: the handshake state machine and the routing of commands into the engine.
+
+States: ``AWAITING_CONNECT`` (only CONNECT is valid) -> ``CONNECTED`` -> ``CLOSED``. A frame that
+breaks the protocol closes this connection alone, with the reason logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable
+from enum import Enum, auto
+from typing import TYPE_CHECKING
+
+from twisted.internet import protocol
+from twisted.internet.task import LoopingCall
+from twisted.python.failure import Failure
+
+from engine.cursor import mask_to_words, words_to_mask
+from engine.errors import BrokerError
+from engine.names import TopicName
+from engine.subscription import Consumer, Delivery, SubType
+from engine.topic import DUPLICATE, AccessMode, Producer
+from wire.commands import NO_ID, frame, make, payload_of, type_name
+from wire.framing import (
+    MAX_MESSAGE_SIZE,
+    FrameDecoder,
+    ProtocolError,
+    encode_command,
+    encode_payload_command,
+    parse_body,
+)
+from wire.message_id import MessageId
+from wire.pulsar_api_pb2 import BaseCommand, CommandAck, KeySharedMode, ServerError
+
+if TYPE_CHECKING:
+    from proxy.server import BrokerService
+
+log = logging.getLogger(__name__)
+
+T = BaseCommand
+#: Highest protocol version this endpoint speaks (v20: topic migration).
+PROTOCOL_VERSION = 20
+#: Seconds between keepalive PINGs; a peer silent for two of them is dropped.
+KEEPALIVE_SECONDS = 30.0
+_SCHEMA_VERSION = struct.Struct(">q")
+#: Commands only a server sends: receiving one is a protocol violation.
+_SERVER_ONLY = frozenset(
+    {
+        T.CONNECTED, T.SEND_RECEIPT, T.SEND_ERROR, T.MESSAGE, T.SUCCESS, T.ERROR, T.PRODUCER_SUCCESS,
+        T.PARTITIONED_METADATA_RESPONSE, T.LOOKUP_RESPONSE, T.CONSUMER_STATS_RESPONSE,
+        T.REACHED_END_OF_TOPIC, T.GET_LAST_MESSAGE_ID_RESPONSE, T.ACTIVE_CONSUMER_CHANGE,
+        T.GET_TOPICS_OF_NAMESPACE_RESPONSE, T.GET_SCHEMA_RESPONSE, T.ACK_RESPONSE,
+        T.GET_OR_CREATE_SCHEMA_RESPONSE,
+    }
+)
+
+
+class State(Enum):
+    """Connection states."""
+
+    AWAITING_CONNECT = auto()
+    CONNECTED = auto()
+    CLOSED = auto()
+
+
+class PulsarConnection(protocol.Protocol):
+    """Speaks the Pulsar binary protocol with one client."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self.broker = service.broker
+        self.state = State.AWAITING_CONNECT
+        self.decoder = FrameDecoder()
+        self.producers: dict[int, Producer] = {}
+        self.consumers: dict[int, Consumer] = {}
+        self._producer_requests: dict[int, int] = {}
+        self._held_notices: list[tuple[Consumer, bool]] = []
+        self._heard_since_ping = True
+        self._keepalive: LoopingCall | None = None
+        self.peer = "?"
+        self.client_version = ""
+        self._handlers: dict[int, Callable[[BaseCommand, bytes | None], None]] = {
+            T.PING: self._on_ping,
+            T.PONG: lambda c, b: None,
+            T.PARTITIONED_METADATA: self._on_partitioned_metadata,
+            T.LOOKUP: self._on_lookup,
+            T.PRODUCER: self._on_producer,
+            T.SEND: self._on_send,
+            T.CLOSE_PRODUCER: self._on_close_producer,
+            T.SUBSCRIBE: self._on_subscribe,
+            T.FLOW: self._on_flow,
+            T.ACK: self._on_ack,
+            T.REDELIVER_UNACKNOWLEDGED_MESSAGES: self._on_redeliver,
+            T.UNSUBSCRIBE: self._on_unsubscribe,
+            T.CLOSE_CONSUMER: self._on_close_consumer,
+            T.SEEK: self._on_seek,
+            T.GET_LAST_MESSAGE_ID: self._on_get_last_message_id,
+            T.GET_TOPICS_OF_NAMESPACE: self._on_get_topics_of_namespace,
+            T.GET_SCHEMA: self._on_get_schema,
+            T.GET_OR_CREATE_SCHEMA: self._on_get_or_create_schema,
+            T.CONSUMER_STATS: self._on_consumer_stats,
+            T.AUTH_RESPONSE: lambda c, b: None,
+        }
+
+    # -- transport events ------------------------------------------------------------------
+
+    def connectionMade(self) -> None:  # noqa: N802 (Twisted's name)
+        peer = self.transport.getPeer()
+        self.peer = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
+        self.service.connections.add(self)
+        self._keepalive = LoopingCall(self._keepalive_tick)
+        self._keepalive.clock = self.service.reactor
+        self._keepalive.start(KEEPALIVE_SECONDS, now=False)
+
+    def dataReceived(self, data: bytes) -> None:  # noqa: N802
+        if self.state is State.CLOSED:
+            return
+        self._heard_since_ping = True
+        try:
+            frames = self.decoder.feed(data)
+        except ProtocolError as exc:
+            self.close(f"malformed frame: {exc}")
+            return
+        for item in frames:
+            if self.state is State.CLOSED:
+                return
+            try:
+                self._handle(item.command, item.body)
+            except ProtocolError as exc:
+                self.close(f"protocol violation in {type_name(item.command.type)}: {exc}")
+            except Exception:
+                log.exception("[%s] failed handling %s", self.peer, type_name(item.command.type))
+                self.close("internal error")
+
+    def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:  # noqa: N802
+        self.state = State.CLOSED
+        self.service.connections.discard(self)
+        if self._keepalive is not None and self._keepalive.running:
+            self._keepalive.stop()
+        for producer in self.producers.values():
+            if producer.topic is not None:
+                producer.topic.remove_producer(producer)
+        for consumer in self.consumers.values():
+            if consumer.subscription is not None:
+                consumer.subscription.remove_consumer(consumer)
+        self.producers.clear()
+        self.consumers.clear()
+        self.service.connection_closed(self)
+
+    def close(self, reason: str) -> None:
+        """Drop this connection, logging why."""
+        if self.state is State.CLOSED:
+            return
+        log.warning("[%s] closing connection: %s", self.peer, reason)
+        self.state = State.CLOSED
+        self.transport.abortConnection()
+
+    def _keepalive_tick(self) -> None:
+        if not self._heard_since_ping:
+            self.close("keepalive timeout: no traffic since the last PING")
+            return
+        self._heard_since_ping = False
+        self.write(frame(T.PING))
+
+    def write(self, data: bytes) -> None:
+        """Send bytes unless the connection is closed."""
+        if self.state is not State.CLOSED:
+            self.transport.write(data)
+
+    def send(self, kind: int, **fields: object) -> None:
+        """Send one simple command."""
+        self.write(frame(kind, **fields))
+
+    def error(self, request_id: int, exc: BrokerError) -> None:
+        """Answer a request with CommandError."""
+        self.send(T.ERROR, request_id=request_id, error=exc.code, message=exc.message)
+
+    # -- dispatch -----------------------------------------------------------------------------
+
+    def _handle(self, command: BaseCommand, body: bytes | None) -> None:
+        kind = command.type
+        if self.state is State.AWAITING_CONNECT:
+            if kind != T.CONNECT:
+                raise ProtocolError(f"{type_name(kind)} before CONNECT")
+            self._on_connect(command)
+            return
+        if kind == T.CONNECT:
+            raise ProtocolError("second CONNECT on a connected connection")
+        if kind in _SERVER_ONLY:
+            raise ProtocolError("command is only sent by servers")
+        handler = self._handlers.get(kind)
+        if handler is None:
+            self._unsupported(command)
+            return
+        if not payload_of(command).IsInitialized():
+            raise ProtocolError("required fields are missing")
+        handler(command, body)
+
+    def _unsupported(self, command: BaseCommand) -> None:
+        payload = payload_of(command)
+        if "request_id" in payload.DESCRIPTOR.fields_by_name and payload.HasField("request_id"):
+            self.error(
+                payload.request_id,
+                BrokerError(ServerError.NotAllowedError, f"{type_name(command.type)} is not supported"),
+            )
+        else:
+            log.info("[%s] ignoring unsupported %s", self.peer, type_name(command.type))
+
+    # -- handshake, keepalive, lookup --------------------------------------------------------
+
+    def _on_connect(self, command: BaseCommand) -> None:
+        connect = command.connect
+        self.client_version = connect.client_version
+        if connect.auth_method_name not in ("", "none"):
+            log.info("[%s] auth method %r ignored: authentication is off", self.peer, connect.auth_method_name)
+        self.state = State.CONNECTED
+        self.send(
+            T.CONNECTED,
+            server_version=self.service.server_version,
+            protocol_version=min(connect.protocol_version, PROTOCOL_VERSION),
+            max_message_size=MAX_MESSAGE_SIZE,
+        )
+
+    def _on_ping(self, command: BaseCommand, body: bytes | None) -> None:
+        self.send(T.PONG)
+
+    def _on_partitioned_metadata(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.partitionMetadata
+        try:
+            partitions = self.service.partitioned_metadata(request.topic)
+        except BrokerError as exc:
+            self.send(
+                T.PARTITIONED_METADATA_RESPONSE, request_id=request.request_id, response=1,
+                error=exc.code, message=exc.message,
+            )
+            return
+        self.send(T.PARTITIONED_METADATA_RESPONSE, request_id=request.request_id, partitions=partitions, response=0)
+
+    def _on_lookup(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.lookupTopic
+        try:
+            self.service.check_lookup(request.topic)
+        except BrokerError as exc:
+            self.send(
+                T.LOOKUP_RESPONSE, request_id=request.request_id, response=2, error=exc.code, message=exc.message
+            )
+            return
+        self.send(
+            T.LOOKUP_RESPONSE,
+            request_id=request.request_id,
+            response=1,
+            brokerServiceUrl=self.service.service_url(self),
+            authoritative=True,
+        )
+
+    # -- producers ---------------------------------------------------------------------------
+
+    def _on_producer(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.producer
+        existing = self.producers.get(request.producer_id)
+        if existing is not None:
+            self._producer_success(existing, request.request_id, ready=True)
+            return
+        try:
+            topic = self.broker.topic(request.topic)
+            schema_version = None
+            if request.HasField("schema"):
+                schema_version = self.service.register_schema(topic.name, request.schema)
+            name = request.producer_name or self.broker.generate_producer_name()
+            producer = Producer(
+                request.producer_id, name, AccessMode(request.producer_access_mode), request.epoch, self
+            )
+            ready = topic.add_producer(producer)
+        except BrokerError as exc:
+            self.error(request.request_id, exc)
+            return
+        producer.schema_version = schema_version
+        self.producers[request.producer_id] = producer
+        self._producer_requests[request.producer_id] = request.request_id
+        self._producer_success(producer, request.request_id, ready)
+
+    def _producer_success(self, producer: Producer, request_id: int, ready: bool) -> None:
+        fields: dict[str, object] = {
+            "request_id": request_id,
+            "producer_name": producer.name,
+            "last_sequence_id": producer.topic.last_sequence_id(producer.name) if producer.topic else -1,
+            "producer_ready": ready,
+        }
+        if producer.schema_version is not None:
+            fields["schema_version"] = _SCHEMA_VERSION.pack(producer.schema_version)
+        self.send(T.PRODUCER_SUCCESS, **fields)
+
+    def producer_ready(self, producer: Producer) -> None:
+        """A producer waiting for exclusive access got it."""
+        request_id = self._producer_requests.get(producer.producer_id)
+        if request_id is not None:
+            self._producer_success(producer, request_id, ready=True)
+
+    def close_producer(self, producer: Producer) -> None:
+        """Server-initiated close (fenced, or topic going away); the client reconnects it."""
+        if self.producers.get(producer.producer_id) is producer:
+            del self.producers[producer.producer_id]
+            self.send(T.CLOSE_PRODUCER, producer_id=producer.producer_id, request_id=NO_ID)
+
+    def _on_send(self, command: BaseCommand, body: bytes | None) -> None:
+        send = command.send
+        producer = self.producers.get(send.producer_id)
+        if producer is None or producer.topic is None or producer not in producer.topic.producers:
+            raise ProtocolError(f"SEND for producer {send.producer_id}, which is not ready on this connection")
+        if body is None:
+            raise ProtocolError("SEND without a message body")
+        message = parse_body(body)
+        if not message.checksum_ok:
+            self.send(
+                T.SEND_ERROR, producer_id=send.producer_id, sequence_id=send.sequence_id,
+                error=ServerError.ChecksumError, message="Checksum failed on the broker",
+            )
+            return
+        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else -1
+        self.service.publish(self, producer, send, message, highest)
+
+    def receipt(self, producer: Producer, send: object, result: int | BrokerError) -> None:
+        """Answer a SEND once its entry is durable (or it failed)."""
+        producer_id, sequence_id = send.producer_id, send.sequence_id  # type: ignore[attr-defined]
+        if isinstance(result, BrokerError):
+            self.send(
+                T.SEND_ERROR, producer_id=producer_id, sequence_id=sequence_id,
+                error=result.code, message=result.message,
+            )
+            return
+        ledger = NO_ID if result == DUPLICATE else producer.topic.ledger_id  # type: ignore[union-attr]
+        entry = NO_ID if result == DUPLICATE else result
+        fields: dict[str, object] = {
+            "producer_id": producer_id,
+            "sequence_id": sequence_id,
+            "message_id": {"ledgerId": ledger, "entryId": entry},
+        }
+        if send.HasField("highest_sequence_id"):  # type: ignore[attr-defined]
+            fields["highest_sequence_id"] = send.highest_sequence_id  # type: ignore[attr-defined]
+        self.send(T.SEND_RECEIPT, **fields)
+
+    def _on_close_producer(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.close_producer
+        producer = self.producers.pop(request.producer_id, None)
+        self._producer_requests.pop(request.producer_id, None)
+        if producer is not None and producer.topic is not None:
+            producer.topic.remove_producer(producer)
+        self.send(T.SUCCESS, request_id=request.request_id)
+
+    # -- consumers ----------------------------------------------------------------------------
+
+    def _on_subscribe(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.subscribe
+        if request.consumer_id in self.consumers:
+            self.send(T.SUCCESS, request_id=request.request_id)
+            return
+        try:
+            consumer = self.service.subscribe(self, request)
+        except BrokerError as exc:
+            self.error(request.request_id, exc)
+            return
+        self.consumers[request.consumer_id] = consumer
+        self.send(T.SUCCESS, request_id=request.request_id)
+        held, self._held_notices = self._held_notices, []
+        for held_consumer, is_active in held:
+            self.active_consumer_change(held_consumer, is_active)
+
+    def deliver(self, consumer: Consumer, deliveries: list[Delivery]) -> None:
+        """Write MESSAGE frames."""
+        if self.state is State.CLOSED:
+            return
+        ledger = consumer.subscription.topic.ledger_id if consumer.subscription else 0
+        parts = []
+        for delivery in deliveries:
+            cmd = BaseCommand(type=T.MESSAGE)
+            message = cmd.message
+            message.consumer_id = consumer.consumer_id
+            message.message_id.ledgerId = ledger
+            message.message_id.entryId = delivery.entry.entry_id
+            if delivery.redelivery_count:
+                message.redelivery_count = delivery.redelivery_count
+            if delivery.unacked_mask is not None:
+                message.ack_set.extend(mask_to_words(delivery.unacked_mask))
+            if consumer.epoch is not None:
+                message.consumer_epoch = consumer.epoch
+            parts.append(encode_payload_command(cmd, delivery.entry.body))
+        self.transport.writeSequence(parts)
+        self.service.metrics_out(len(deliveries), sum(d.entry.num_messages for d in deliveries))
+
+    def active_consumer_change(self, consumer: Consumer, is_active: bool) -> None:
+        """Tell a Failover consumer whether it is the active one."""
+        if self.consumers.get(consumer.consumer_id) is not consumer:
+            self._held_notices.append((consumer, is_active))
+            return
+        self.send(T.ACTIVE_CONSUMER_CHANGE, consumer_id=consumer.consumer_id, is_active=is_active)
+
+    def close_consumer(self, consumer: Consumer) -> None:
+        """Server-initiated close (seek, topic going away); the client re-subscribes."""
+        if self.consumers.get(consumer.consumer_id) is consumer:
+            del self.consumers[consumer.consumer_id]
+            self.send(T.CLOSE_CONSUMER, consumer_id=consumer.consumer_id, request_id=NO_ID)
+
+    def _consumer(self, consumer_id: int) -> Consumer | None:
+        consumer = self.consumers.get(consumer_id)
+        if consumer is None or consumer.subscription is None:
+            return None
+        return consumer
+
+    def _on_flow(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.flow
+        consumer = self._consumer(request.consumer_id)
+        if consumer is None:
+            log.info("[%s] FLOW for unknown consumer %d", self.peer, request.consumer_id)
+            return
+        consumer.subscription.flow(consumer, request.messagePermits)  # type: ignore[union-attr]
+
+    def _on_ack(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.ack
+        consumer = self._consumer(request.consumer_id)
+        if request.HasField("txnid_most_bits") or request.HasField("txnid_least_bits"):
+            self.service.transactional_ack(self, consumer, request)
+            return
+        if consumer is None:
+            if request.HasField("request_id"):
+                self._ack_response(request, BrokerError(ServerError.ConsumerNotFound, "Consumer not found"))
+            return
+        subscription = consumer.subscription
+        ledger = subscription.topic.ledger_id  # type: ignore[union-attr]
+        acks = [
+            (mid.entryId, words_to_mask(list(mid.ack_set)) if len(mid.ack_set) else None)
+            for mid in request.message_id
+            if mid.ledgerId == ledger
+        ]
+        subscription.acknowledge(  # type: ignore[union-attr]
+            consumer, acks, cumulative=request.ack_type == CommandAck.Cumulative
+        )
+        if request.HasField("request_id"):
+            self._ack_response(request, None)
+
+    def _ack_response(self, request: CommandAck, exc: BrokerError | None) -> None:
+        fields: dict[str, object] = {
+            "consumer_id": request.consumer_id,
+            "request_id": request.request_id,
+            "txnid_least_bits": request.txnid_least_bits,
+            "txnid_most_bits": request.txnid_most_bits,
+        }
+        if exc is not None:
+            fields.update(error=exc.code, message=exc.message)
+        self.send(T.ACK_RESPONSE, **fields)
+
+    def ack_response(self, request: CommandAck, exc: BrokerError | None) -> None:
+        """Answer an ACK that asked for a response."""
+        self._ack_response(request, exc)
+
+    def _on_redeliver(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.redeliverUnacknowledgedMessages
+        consumer = self._consumer(request.consumer_id)
+        if consumer is None:
+            log.info("[%s] REDELIVER for unknown consumer %d", self.peer, request.consumer_id)
+            return
+        if request.HasField("consumer_epoch"):
+            consumer.epoch = max(consumer.epoch or 0, request.consumer_epoch)
+        ids = [mid.entryId for mid in request.message_ids] if len(request.message_ids) else None
+        consumer.subscription.redeliver(consumer, ids)  # type: ignore[union-attr]
+
+    def _on_unsubscribe(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.unsubscribe
+        consumer = self._consumer(request.consumer_id)
+        if consumer is None:
+            self.error(request.request_id, BrokerError(ServerError.MetadataError, "Consumer not found"))
+            return
+        try:
+            self.service.unsubscribe(consumer, force=request.force)
+        except BrokerError as exc:
+            self.error(request.request_id, exc)
+            return
+        self.consumers.pop(request.consumer_id, None)
+        self.send(T.SUCCESS, request_id=request.request_id)
+
+    def _on_close_consumer(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.close_consumer
+        consumer = self.consumers.pop(request.consumer_id, None)
+        if consumer is not None and consumer.subscription is not None:
+            consumer.subscription.remove_consumer(consumer)
+        self.send(T.SUCCESS, request_id=request.request_id)
+
+    def _on_seek(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.seek
+        consumer = self._consumer(request.consumer_id)
+        if consumer is None:
+            self.error(request.request_id, BrokerError(ServerError.MetadataError, "Consumer not found"))
+            return
+        try:
+            self.service.seek(consumer, request)
+        except BrokerError as exc:
+            self.error(request.request_id, exc)
+            return
+        self.send(T.SUCCESS, request_id=request.request_id)
+
+    def _on_get_last_message_id(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.getLastMessageId
+        consumer = self._consumer(request.consumer_id)
+        if consumer is None:
+            self.error(request.request_id, BrokerError(ServerError.MetadataError, "Consumer not found"))
+            return
+        subscription = consumer.subscription
+        topic = subscription.topic  # type: ignore[union-attr]
+        last = topic.last_entry()
+        partition = topic.name.partition_index
+        if last is None:
+            last_id = MessageId(topic.ledger_id, NO_ID, partition)
+        else:
+            batch_index = last.num_messages - 1 if last.is_batch else -1
+            last_id = MessageId(topic.ledger_id, last.entry_id, partition, batch_index)
+        mark_delete = subscription.cursor.mark_delete  # type: ignore[union-attr]
+        response = make(T.GET_LAST_MESSAGE_ID_RESPONSE, request_id=request.request_id)
+        last_id.to_proto(response.getLastMessageIdResponse.last_message_id)
+        MessageId(topic.ledger_id, NO_ID if mark_delete < 0 else mark_delete).to_proto(
+            response.getLastMessageIdResponse.consumer_mark_delete_position
+        )
+        self.write(encode_command(response))
+
+    def _on_get_topics_of_namespace(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.getTopicsOfNamespace
+        topics = self.broker.topics_of_namespace(request.namespace)
+        self.send(
+            T.GET_TOPICS_OF_NAMESPACE_RESPONSE, request_id=request.request_id, topics=topics,
+            filtered=False, changed=True,
+        )
+
+    def _on_get_schema(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.getSchema
+        version = _SCHEMA_VERSION.unpack(request.schema_version)[0] if len(request.schema_version) == 8 else None
+        try:
+            name = TopicName.parse(request.topic).partitioned_parent.full
+        except BrokerError as exc:
+            self.send(
+                T.GET_SCHEMA_RESPONSE, request_id=request.request_id, error_code=exc.code, error_message=exc.message
+            )
+            return
+        schema = self.broker.schemas.get(name, version)
+        if schema is None:
+            self.send(
+                T.GET_SCHEMA_RESPONSE, request_id=request.request_id, error_code=ServerError.TopicNotFound,
+                error_message="Topic not found or no-schema",
+            )
+            return
+        self.send(
+            T.GET_SCHEMA_RESPONSE,
+            request_id=request.request_id,
+            schema=self.service.schema_proto(schema),
+            schema_version=_SCHEMA_VERSION.pack(schema.version),
+        )
+
+    def _on_get_or_create_schema(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.getOrCreateSchema
+        try:
+            version = self.service.register_schema(TopicName.parse(request.topic), request.schema)
+        except BrokerError as exc:
+            self.send(
+                T.GET_OR_CREATE_SCHEMA_RESPONSE, request_id=request.request_id, error_code=exc.code,
+                error_message=exc.message,
+            )
+            return
+        self.send(
+            T.GET_OR_CREATE_SCHEMA_RESPONSE, request_id=request.request_id,
+            schema_version=_SCHEMA_VERSION.pack(version),
+        )
+
+    def _on_consumer_stats(self, command: BaseCommand, body: bytes | None) -> None:
+        request = command.consumerStats
+        consumer = self._consumer(request.consumer_id)
+        if consumer is None:
+            self.send(
+                T.CONSUMER_STATS_RESPONSE, request_id=request.request_id, error_code=ServerError.ConsumerNotFound,
+                error_message=f"Consumer {request.consumer_id} not found",
+            )
+            return
+        subscription = consumer.subscription
+        self.send(
+            T.CONSUMER_STATS_RESPONSE,
+            request_id=request.request_id,
+            consumerName=consumer.name,
+            availablePermits=max(consumer.permits, 0),
+            unackedMessages=len(consumer.pending),
+            type=SubType(subscription.sub_type).name.title().replace("_s", "_S"),  # type: ignore[union-attr]
+            msgBacklog=subscription.backlog(),  # type: ignore[union-attr]
+        )
+
+
+def sticky_ranges(request: object) -> tuple[bool, list[tuple[int, int]]]:
+    """Key_Shared mode and fixed hash ranges of a SUBSCRIBE."""
+    meta = request.keySharedMeta  # type: ignore[attr-defined]
+    sticky = meta.keySharedMode == KeySharedMode.STICKY
+    return sticky, [(r.start, r.end) for r in meta.hashRanges]

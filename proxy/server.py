@@ -1,0 +1,197 @@
+"""The broker service behind every connection, and the Twisted factory that serves it."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import protocol
+
+from engine.broker import Broker
+from engine.errors import BrokerError
+from engine.names import TopicName
+from engine.store import StoredSchema
+from engine.subscription import Consumer, SubType
+from proxy.connection import PulsarConnection, sticky_ranges
+from wire.framing import MessageBody
+from wire.message_id import MessageId
+from wire.pulsar_api_pb2 import CommandSeek, CommandSend, CommandSubscribe, Schema, ServerError
+
+if TYPE_CHECKING:
+    from engine.topic import Producer
+
+log = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+
+
+class BrokerService:
+    """What connections share: the engine, the advertised address and counters."""
+
+    def __init__(self, broker: Broker, reactor: Any, advertised_address: str | None, port: int) -> None:
+        self.broker = broker
+        self.reactor = reactor
+        self.advertised_address = advertised_address
+        self.port = port
+        self.server_version = f"pulsar-txn-proxy {VERSION}"
+        self.connections: set[PulsarConnection] = set()
+        self.messages_out = 0
+        self.entries_out = 0
+
+    # -- lookup ---------------------------------------------------------------------------------
+
+    def service_url(self, connection: PulsarConnection) -> str:
+        """The broker URL lookups answer: the advertised address, else the address the client reached."""
+        host = self.advertised_address or connection.transport.getHost().host
+        return f"pulsar://{host}:{self.port}"
+
+    def partitioned_metadata(self, topic: str) -> int:
+        """Partition count answered to PARTITIONED_METADATA."""
+        return self.broker.partitioned_metadata(topic)
+
+    def check_lookup(self, topic: str) -> None:
+        """Validate a LOOKUP's topic (every topic is served here)."""
+        TopicName.parse(topic)
+
+    # -- schemas -------------------------------------------------------------------------------
+
+    def register_schema(self, name: TopicName, schema: Schema) -> int:
+        """Register the schema a producer or consumer declared; its version."""
+        properties = {kv.key: kv.value for kv in schema.properties}
+        return self.broker.schemas.register(
+            name.partitioned_parent.full, schema.type, schema.name, schema.schema_data, properties
+        )
+
+    @staticmethod
+    def schema_proto(schema: StoredSchema) -> dict[str, object]:
+        """A stored schema as the fields of a ``Schema`` message."""
+        properties = json.loads(schema.properties)
+        return {
+            "name": schema.name,
+            "schema_data": schema.data,
+            "type": schema.type,
+            "properties": [{"key": k, "value": v} for k, v in properties.items()],
+        }
+
+    # -- producing -----------------------------------------------------------------------------
+
+    def publish(
+        self, connection: PulsarConnection, producer: Producer, send: CommandSend, message: MessageBody, highest: int
+    ) -> None:
+        """Append a message; the receipt goes out once it is durable."""
+        if send.txnid_most_bits or send.txnid_least_bits:
+            connection.receipt(
+                producer, send, BrokerError(ServerError.NotAllowedError, "Transactions are not enabled")
+            )
+            return
+        producer.topic.publish(  # type: ignore[union-attr]
+            producer,
+            send.sequence_id,
+            highest,
+            message.body,
+            message.metadata,
+            lambda result: connection.receipt(producer, send, result),
+        )
+
+    # -- consuming -----------------------------------------------------------------------------
+
+    def subscribe(self, connection: PulsarConnection, request: CommandSubscribe) -> Consumer:
+        """Attach a consumer as a SUBSCRIBE asks."""
+        topic = self.broker.topic(request.topic, create=request.force_topic_creation)
+        if request.HasField("schema"):
+            self.register_schema(topic.name, request.schema)
+        sub_type = SubType(request.subType)
+        sticky, ranges = False, []
+        if sub_type == SubType.KEY_SHARED and request.HasField("keySharedMeta"):
+            sticky, ranges = sticky_ranges(request)
+        consumer = Consumer(
+            request.consumer_id,
+            request.consumer_name,
+            connection,
+            priority=request.priority_level,
+            epoch=request.consumer_epoch if request.HasField("consumer_epoch") else None,
+            hash_ranges=ranges,
+        )
+        start_entry = None
+        if not request.durable and request.HasField("start_message_id"):
+            start_entry = self._reader_start(topic, MessageId.from_proto(request.start_message_id))
+        topic.subscribe(
+            request.subscription,
+            sub_type,
+            consumer,
+            durable=request.durable,
+            earliest=request.initialPosition == CommandSubscribe.Earliest,
+            start_entry=start_entry,
+            sticky=sticky,
+        )
+        return consumer
+
+    @staticmethod
+    def _reader_start(topic: Any, start: MessageId) -> int | None:
+        """First entry a reader gets: the one after ``start``, or ``start`` itself if it is in a batch."""
+        if start.is_earliest:
+            return topic.first_entry_id()
+        if start.is_latest:
+            return None
+        if start.ledger < topic.ledger_id:
+            return topic.first_entry_id()
+        if start.ledger > topic.ledger_id:
+            return topic.read_limit + 1
+        return start.entry if start.batch_index >= 0 else start.entry + 1
+
+    def unsubscribe(self, consumer: Consumer, force: bool) -> None:
+        """Delete the consumer's subscription (only its last consumer may, unless forced)."""
+        subscription = consumer.subscription
+        assert subscription is not None
+        if len(subscription.consumers) > 1 and not force:
+            raise BrokerError(ServerError.ConsumerBusy, "Unconnected or shared consumer attempting to unsubscribe")
+        subscription.consumers.remove(consumer)
+        consumer.subscription = None
+        subscription.close_consumers()
+        subscription.topic.remove_subscription(subscription)
+
+    def seek(self, consumer: Consumer, request: CommandSeek) -> None:
+        """Reset the consumer's subscription and disconnect its consumers (they re-subscribe)."""
+        subscription = consumer.subscription
+        assert subscription is not None
+        topic = subscription.topic
+        if request.HasField("message_publish_time"):
+            entry = topic.entry_at_time(request.message_publish_time)
+        elif request.HasField("message_id"):
+            target = MessageId.from_proto(request.message_id)
+            if target.is_earliest or target.ledger < topic.ledger_id:
+                entry = topic.first_entry_id()
+            elif target.is_latest or target.ledger > topic.ledger_id:
+                entry = topic.read_limit + 1
+            else:
+                entry = target.entry
+        else:
+            raise BrokerError(ServerError.MetadataError, "Message id and message publish time were not present")
+        subscription.reset(entry)
+        subscription.close_consumers()
+
+    def transactional_ack(self, connection: PulsarConnection, consumer: Consumer | None, request: Any) -> None:
+        """Acknowledgements inside a transaction (transactions are not enabled yet)."""
+        if request.HasField("request_id"):
+            connection.ack_response(request, BrokerError(ServerError.NotAllowedError, "Transactions are not enabled"))
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+
+    def metrics_out(self, entries: int, messages: int) -> None:
+        """Count dispatched entries and messages."""
+        self.entries_out += entries
+        self.messages_out += messages
+
+    def connection_closed(self, connection: PulsarConnection) -> None:
+        """A connection went away (its producers and consumers are already detached)."""
+
+
+class PulsarFactory(protocol.ServerFactory):
+    """Builds a :class:`PulsarConnection` per accepted socket."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+
+    def buildProtocol(self, addr: object) -> PulsarConnection:  # noqa: N802 (Twisted's name)
+        return PulsarConnection(self.service)

@@ -1,0 +1,144 @@
+"""Pulsar frame codec, sans-I/O: bytes in, :class:`Frame` objects out, and back.
+
+Two frame shapes share one header ``[totalSize:u32][commandSize:u32][BaseCommand]``; a payload frame
+(SEND from a client, MESSAGE from the server) continues with the message body:
+``[0x0e02][bemSize][BrokerEntryMetadata]`` (optional) ``[0x0e01][crc32c][metaSize][MessageMetadata][payload]``.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c
+from google.protobuf.message import DecodeError
+
+from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata
+
+MAGIC_CHECKSUM = 0x0E01
+MAGIC_BROKER_ENTRY_METADATA = 0x0E02
+#: The broker's default ``maxMessageSize``, advertised in CONNECTED.
+MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+#: Frames may exceed the message size by the headers; Pulsar pads the limit by 10 KiB.
+MAX_FRAME_SIZE = MAX_MESSAGE_SIZE + 10 * 1024
+
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_HEADER = struct.Struct(">II")
+_MAGIC_CRC = _U16.pack(MAGIC_CHECKSUM)
+
+
+class ProtocolError(Exception):
+    """The peer broke the framing or sent bytes that do not decode; the connection must close."""
+
+
+@dataclass(slots=True)
+class Frame:
+    """One decoded frame: the command and, for payload frames, the raw message body after it."""
+
+    command: BaseCommand
+    body: bytes | None = None
+
+
+class FrameDecoder:
+    """Incremental decoder: feed it received bytes, get back the complete frames they finish."""
+
+    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+        self._buffer = bytearray()
+        self._max_frame_size = max_frame_size
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """Add ``data`` and return every frame now complete; raise :class:`ProtocolError` on bad input."""
+        buf = self._buffer
+        buf += data
+        frames: list[Frame] = []
+        offset = 0
+        available = len(buf)
+        while available - offset >= 4:
+            (total,) = _U32.unpack_from(buf, offset)
+            if total < 4 or total > self._max_frame_size:
+                raise ProtocolError(f"frame size {total} outside 4..{self._max_frame_size}")
+            if available - offset - 4 < total:
+                break
+            start = offset + 4
+            (command_size,) = _U32.unpack_from(buf, start)
+            if command_size > total - 4:
+                raise ProtocolError(f"command size {command_size} exceeds frame size {total}")
+            command_end = start + 4 + command_size
+            command = BaseCommand()
+            try:
+                command.ParseFromString(bytes(buf[start + 4 : command_end]))
+            except DecodeError as exc:
+                raise ProtocolError(f"command does not parse: {exc}") from None
+            if not command.HasField("type"):
+                raise ProtocolError("unknown or missing command type")
+            frame_end = start + total
+            body = bytes(buf[command_end:frame_end]) if frame_end > command_end else None
+            frames.append(Frame(command, body))
+            offset = frame_end
+        if offset:
+            del buf[:offset]
+        return frames
+
+
+def encode_command(command: BaseCommand) -> bytes:
+    """Encode a simple (payload-less) frame."""
+    data = command.SerializeToString()
+    return _HEADER.pack(len(data) + 4, len(data)) + data
+
+
+def encode_payload_command(command: BaseCommand, body: bytes) -> bytes:
+    """Encode a payload frame; ``body`` is a stored message body (see :func:`make_body`)."""
+    data = command.SerializeToString()
+    return _HEADER.pack(len(data) + 4 + len(body), len(data)) + data + body
+
+
+@dataclass(slots=True)
+class MessageBody:
+    """A message body split into its parts. ``body`` is the normalised form kept in storage."""
+
+    body: bytes
+    metadata: MessageMetadata
+    payload: bytes
+    checksum_ok: bool
+
+
+def make_body(metadata: bytes | MessageMetadata, payload: bytes) -> bytes:
+    """Build ``[0x0e01][crc32c][metaSize][metadata][payload]``."""
+    meta = metadata if isinstance(metadata, bytes) else metadata.SerializeToString()
+    rest = _U32.pack(len(meta)) + meta + payload
+    return _MAGIC_CRC + _U32.pack(crc32c.crc32c(rest)) + rest
+
+
+def parse_body(data: bytes) -> MessageBody:
+    """Split a received message body, verify its checksum, and normalise it for storage.
+
+    Broker entry metadata in front is skipped. A body without a checksum (protocol < 6) gets one.
+    """
+    view = memoryview(data)
+    try:
+        if _U16.unpack_from(view, 0)[0] == MAGIC_BROKER_ENTRY_METADATA:
+            (bem_size,) = _U32.unpack_from(view, 2)
+            view = view[6 + bem_size :]
+        if _U16.unpack_from(view, 0)[0] == MAGIC_CHECKSUM:
+            (expected,) = _U32.unpack_from(view, 2)
+            rest = view[6:]
+            checksum_ok = crc32c.crc32c(rest) == expected
+            body = bytes(view)
+        else:
+            rest = view
+            checksum_ok = True
+            body = b""
+        (meta_size,) = _U32.unpack_from(rest, 0)
+        if 4 + meta_size > len(rest):
+            raise ProtocolError(f"metadata size {meta_size} exceeds the message body")
+        metadata = MessageMetadata()
+        metadata.ParseFromString(rest[4 : 4 + meta_size])
+    except (struct.error, IndexError) as exc:
+        raise ProtocolError(f"truncated message body: {exc}") from None
+    except DecodeError as exc:
+        raise ProtocolError(f"message metadata does not parse: {exc}") from None
+    payload = bytes(rest[4 + meta_size :])
+    if not body:
+        body = _MAGIC_CRC + _U32.pack(crc32c.crc32c(rest)) + bytes(rest)
+    return MessageBody(body, metadata, payload, checksum_ok)
