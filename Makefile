@@ -1,0 +1,44 @@
+# Set-up and everyday commands. Everything installs into .venv (created when missing).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+ARGS ?=
+
+.PHONY: run test lint proto bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+## run: install and start the server on the embedded store (ARGS="--port 6651" to pass options)
+run: $(VENV)/.installed
+	$(BIN)/pulsar-txn-proxy serve $(ARGS)
+
+## test: install with test extras and run the whole suite
+test: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest $(ARGS)
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check wire engine proxy
+
+## proto: regenerate wire/pulsar_api_pb2.py from wire/pulsar_api.proto
+proto: | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m grpc_tools.protoc -I wire --python_out=wire --pyi_out=wire wire/pulsar_api.proto
+
+## bench: the core messaging benchmark
+bench: $(VENV)/.installed-test
+	$(BIN)/python bench/core.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) data build *.egg-info
