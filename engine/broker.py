@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.clock import Clock
+from engine.coordinator import COORDINATOR_ASSIGN_TOPIC, Coordinators
 from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.schemas import SchemaRegistry
 from engine.store import Store
 from engine.topic import Topic
+from engine.txn_buffer import SnapshotPolicy
 from wire.pulsar_api_pb2 import ServerError
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,12 @@ class BrokerConfig:
     deduplication: bool = False
     #: Create topics on first use.
     auto_topic_creation: bool = True
+    #: Transaction coordinators (partitions of the coordinator-assign system topic).
+    transaction_coordinators: int = 16
+    #: When transaction buffers snapshot their state.
+    snapshot_policy: SnapshotPolicy = field(default_factory=SnapshotPolicy)
+    #: Testing aid: milliseconds between a transaction's COMMITTING/ABORTING record and its markers.
+    txn_end_delay_ms: int = 0
 
 
 class Broker:
@@ -51,6 +59,10 @@ class Broker:
         self._staged_topics: set[Topic] = set()
         self._completions: list[tuple[Callable[[Any], None], Any]] = []
         self._flush_scheduled = False
+        self.coordinators = Coordinators(
+            self, self.config.transaction_coordinators, self.config.txn_end_delay_ms
+        )
+        self.coordinators.recover()
 
     # -- names and metadata --------------------------------------------------------------------
 
@@ -62,6 +74,8 @@ class Broker:
         """Partition count of a topic (0: non-partitioned), creating its metadata if auto-creation says so."""
         name = TopicName.parse(topic)
         self._check_namespace(name)
+        if name.full == COORDINATOR_ASSIGN_TOPIC:
+            return len(self.coordinators)
         if name.partition_index >= 0:
             return 0
         partitions = self._partitioned.get(name.full)
@@ -106,6 +120,13 @@ class Broker:
         self.topics[name.full] = loaded
         return loaded
 
+    def existing_topic(self, topic: str) -> Topic | None:
+        """The topic partition if it exists (loading it), else None."""
+        try:
+            return self.topic(topic, create=False)
+        except BrokerError:
+            return None
+
     def topics_of_namespace(self, namespace: str) -> list[str]:
         """Persistent topic partitions of a namespace, partitions of partitioned topics included."""
         prefix = f"persistent://{namespace}/"
@@ -125,14 +146,15 @@ class Broker:
     def staged(self, topic: Topic) -> None:
         """A topic staged writes; commit them soon."""
         self._staged_topics.add(topic)
-        self._schedule_flush()
+        self.request_flush()
 
     def after_commit(self, callback: Callable[[Any], None], value: Any) -> None:
         """Run ``callback(value)`` after the next commit (or with the error if it fails)."""
         self._completions.append((callback, value))
-        self._schedule_flush()
+        self.request_flush()
 
-    def _schedule_flush(self) -> None:
+    def request_flush(self) -> None:
+        """Commit what is staged soon (once per turn of the event loop)."""
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self.clock.call_later(0, self.flush)

@@ -56,14 +56,14 @@ class Cursor:
             self.acked.add(entry_id)
         return True
 
-    def ack_batch_indexes(self, entry_id: int, still_unacked: int, batch_size: int) -> bool:
-        """Apply an ack set (bits of indexes the client still holds unacknowledged).
+    def ack_batch_indexes(self, entry_id: int, still_unacked: int) -> bool:
+        """Apply an ack set (bits of indexes the client still holds unacknowledged, over the whole batch).
 
         Returns True when that completes the entry.
         """
         if self.is_acked(entry_id):
             return False
-        remaining = self.batches.get(entry_id, (1 << batch_size) - 1) & still_unacked
+        remaining = self.batches.get(entry_id, still_unacked) & still_unacked
         if remaining:
             self.batches[entry_id] = remaining
             return False

@@ -22,6 +22,10 @@ class Entry:
     is_batch: bool
     publish_time: int
     sticky_key: bytes
+    #: ``(most, least)`` bits of the transaction the entry was published in, if any.
+    txn: tuple[int, int] | None = None
+    #: ``MarkerType`` of a server-written marker (0 for messages).
+    marker: int = 0
 
     @classmethod
     def from_metadata(cls, entry_id: int, body: bytes, meta: MessageMetadata) -> Entry:
@@ -33,7 +37,19 @@ class Entry:
         else:
             key = NONE_KEY
         is_batch = meta.HasField("num_messages_in_batch")
-        return cls(entry_id, body, meta.num_messages_in_batch, is_batch, meta.publish_time, key)
+        txn = None
+        if meta.HasField("txnid_most_bits") or meta.HasField("txnid_least_bits"):
+            txn = (meta.txnid_most_bits, meta.txnid_least_bits)
+        return cls(
+            entry_id,
+            body,
+            meta.num_messages_in_batch,
+            is_batch,
+            meta.publish_time,
+            key,
+            txn,
+            meta.marker_type,
+        )
 
     @classmethod
     def from_body(cls, entry_id: int, body: bytes) -> Entry:

@@ -22,6 +22,14 @@ CREATE TABLE IF NOT EXISTS cursors (
 CREATE TABLE IF NOT EXISTS producer_sequences (
     topic_id INTEGER NOT NULL, producer TEXT NOT NULL, sequence_id INTEGER NOT NULL,
     PRIMARY KEY (topic_id, producer));
+CREATE TABLE IF NOT EXISTS txn_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, tc_id INTEGER NOT NULL, txn INTEGER NOT NULL, record TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS txn_log_by_txn ON txn_log (tc_id, txn);
+CREATE TABLE IF NOT EXISTS txn_buffer_snapshots (topic_id INTEGER PRIMARY KEY, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pending_acks (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, topic_id INTEGER NOT NULL, subscription TEXT NOT NULL,
+    txn_most INTEGER NOT NULL, txn_least INTEGER NOT NULL, record TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS pending_acks_by_txn ON pending_acks (topic_id, subscription, txn_most, txn_least);
 CREATE TABLE IF NOT EXISTS schemas (
     topic TEXT NOT NULL, version INTEGER NOT NULL, type INTEGER NOT NULL, name TEXT NOT NULL,
     data BLOB NOT NULL, properties TEXT NOT NULL, PRIMARY KEY (topic, version));
@@ -56,6 +64,8 @@ class Store:
         self._entries: dict[int, list[tuple[int, int, bytes]]] = defaultdict(list)
         self._cursors: dict[tuple[int, str], str | None] = {}
         self._sequences: dict[tuple[int, str], int] = {}
+        #: Transaction records, in order: (statement, parameters).
+        self._ops: list[tuple[str, tuple[object, ...]]] = []
 
     def close(self) -> None:
         """Close the database (staged writes that were not committed are dropped)."""
@@ -101,6 +111,8 @@ class Store:
             self._db.execute("DELETE FROM topics WHERE name = ?", (name,))
             self._db.execute("DELETE FROM cursors WHERE topic_id = ?", (topic_id,))
             self._db.execute("DELETE FROM producer_sequences WHERE topic_id = ?", (topic_id,))
+            self._db.execute("DELETE FROM txn_buffer_snapshots WHERE topic_id = ?", (topic_id,))
+            self._db.execute("DELETE FROM pending_acks WHERE topic_id = ?", (topic_id,))
 
     def partitioned_topics(self) -> dict[str, int]:
         """Partitioned topics and their partition counts."""
@@ -112,7 +124,9 @@ class Store:
             if partitions is None:
                 self._db.execute("DELETE FROM partitioned_topics WHERE name = ?", (name,))
             else:
-                self._db.execute("INSERT OR REPLACE INTO partitioned_topics VALUES (?, ?)", (name, partitions))
+                self._db.execute(
+                    "INSERT OR REPLACE INTO partitioned_topics VALUES (?, ?)", (name, partitions)
+                )
 
     # -- topic logs ---------------------------------------------------------------------------
 
@@ -173,6 +187,65 @@ class Store:
         """Stage a producer's highest sequence id for the next commit."""
         self._sequences[(topic_id, producer)] = sequence_id
 
+    # -- transactions -------------------------------------------------------------------------
+
+    def counter(self, name: str) -> int:
+        """A durable counter's value (0 if never set)."""
+        row = self._db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else 0
+
+    def stage_counter(self, name: str, value: int) -> None:
+        """Stage a counter's new value."""
+        self._ops.append(("INSERT OR REPLACE INTO counters VALUES (?, ?)", (name, value)))
+
+    def txn_log(self) -> list[tuple[int, int, str]]:
+        """Every coordinator log record ``(tc_id, txn sequence, record)``, oldest first."""
+        return self._db.execute("SELECT tc_id, txn, record FROM txn_log ORDER BY seq").fetchall()
+
+    def stage_txn_record(self, tc_id: int, txn: int, record: str) -> None:
+        """Stage a coordinator log record."""
+        self._ops.append(("INSERT INTO txn_log (tc_id, txn, record) VALUES (?, ?, ?)", (tc_id, txn, record)))
+
+    def stage_txn_removal(self, tc_id: int, txn: int) -> None:
+        """Stage the removal of a finished transaction's records."""
+        self._ops.append(("DELETE FROM txn_log WHERE tc_id = ? AND txn = ?", (tc_id, txn)))
+
+    def txn_buffer_snapshot(self, topic_id: int) -> str | None:
+        """A topic's latest transaction-buffer snapshot."""
+        row = self._db.execute(
+            "SELECT state FROM txn_buffer_snapshots WHERE topic_id = ?", (topic_id,)
+        ).fetchone()
+        return row[0] if row else None
+
+    def stage_txn_buffer_snapshot(self, topic_id: int, state: str) -> None:
+        """Stage a transaction-buffer snapshot."""
+        self._ops.append(("INSERT OR REPLACE INTO txn_buffer_snapshots VALUES (?, ?)", (topic_id, state)))
+
+    def pending_acks(self, topic_id: int) -> list[tuple[str, int, int, str]]:
+        """Pending-ack redo records ``(subscription, txn most, txn least, record)``, oldest first."""
+        return self._db.execute(
+            "SELECT subscription, txn_most, txn_least, record FROM pending_acks WHERE topic_id = ? ORDER BY seq",
+            (topic_id,),
+        ).fetchall()
+
+    def stage_pending_ack(self, topic_id: int, subscription: str, txn: tuple[int, int], record: str) -> None:
+        """Stage a pending-ack redo record."""
+        self._ops.append(
+            (
+                "INSERT INTO pending_acks (topic_id, subscription, txn_most, txn_least, record) VALUES (?, ?, ?, ?, ?)",
+                (topic_id, subscription, *txn, record),
+            )
+        )
+
+    def stage_pending_ack_removal(self, topic_id: int, subscription: str, txn: tuple[int, int]) -> None:
+        """Stage the removal of a transaction's pending acks on a subscription."""
+        self._ops.append(
+            (
+                "DELETE FROM pending_acks WHERE topic_id = ? AND subscription = ? AND txn_most = ? AND txn_least = ?",
+                (topic_id, subscription, *txn),
+            )
+        )
+
     # -- schemas ------------------------------------------------------------------------------
 
     def schemas(self, topic: str) -> list[StoredSchema]:
@@ -192,12 +265,12 @@ class Store:
 
     @property
     def has_staged(self) -> bool:
-        return bool(self._entries or self._cursors or self._sequences)
+        return bool(self._entries or self._cursors or self._sequences or self._ops)
 
     def commit(self) -> None:
         """Make every staged write durable in one transaction. On error nothing is kept staged."""
-        entries, cursors, sequences = self._entries, self._cursors, self._sequences
-        self._entries, self._cursors, self._sequences = defaultdict(list), {}, {}
+        entries, cursors, sequences, ops = self._entries, self._cursors, self._sequences, self._ops
+        self._entries, self._cursors, self._sequences, self._ops = defaultdict(list), {}, {}, []
         db = self._db
         db.execute("BEGIN")
         try:
@@ -212,6 +285,8 @@ class Store:
                 "INSERT OR REPLACE INTO producer_sequences VALUES (?, ?, ?)",
                 [(t, p, s) for (t, p), s in sequences.items()],
             )
+            for statement, params in ops:
+                db.execute(statement, params)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")

@@ -19,6 +19,7 @@ import mmh3
 from engine.cursor import Cursor
 from engine.entry import Entry
 from engine.errors import BrokerError
+from engine.pending_ack import PendingAck
 from wire.pulsar_api_pb2 import ServerError
 
 if TYPE_CHECKING:
@@ -81,6 +82,10 @@ class Consumer:
     subscription: Subscription | None = None
 
 
+def _type_name(sub_type: SubType) -> str:
+    return {SubType.KEY_SHARED: "Key_Shared"}.get(sub_type, sub_type.name.title())
+
+
 def sticky_hash(key: bytes) -> int:
     """Murmur3 (32 bit) of a sticky key, as Pulsar hashes keys for Key_Shared."""
     return mmh3.hash(key, 0, signed=False) & 0x7FFFFFFF
@@ -104,6 +109,7 @@ class Subscription:
         self._ring: list[tuple[int, Consumer]] = []
         self._continuation = False
         self.sticky_mode = False
+        self.pending_ack = PendingAck(self)
 
     # -- consumers --------------------------------------------------------------------------
 
@@ -118,7 +124,11 @@ class Subscription:
     def add_consumer(self, consumer: Consumer, sub_type: SubType, sticky: bool = False) -> None:
         """Attach a consumer, or raise the error Pulsar gives for the conflict."""
         if self.consumers and sub_type != self.sub_type:
-            raise BrokerError(ServerError.ConsumerBusy, "Subscription is of different type")
+            raise BrokerError(
+                ServerError.ConsumerBusy,
+                f"Subscription is of different type. Active subscription type of '{_type_name(self.sub_type)}'"
+                f" is different than the connecting consumer's type '{_type_name(sub_type)}'.",
+            )
         if not self.consumers:
             self.sub_type = sub_type
             self.sticky_mode = sticky
@@ -135,14 +145,20 @@ class Subscription:
 
     def _check_key_shared(self, consumer: Consumer, sticky: bool) -> None:
         if self.consumers and sticky != self.sticky_mode:
-            raise BrokerError(ServerError.ConsumerAssignError, "Key_Shared mode differs from the subscription's")
+            raise BrokerError(
+                ServerError.ConsumerAssignError, "Key_Shared mode differs from the subscription's"
+            )
         if not sticky:
             return
         if not consumer.hash_ranges:
-            raise BrokerError(ServerError.ConsumerAssignError, "Ranges for KeyShared policy must not be empty.")
+            raise BrokerError(
+                ServerError.ConsumerAssignError, "Ranges for KeyShared policy must not be empty."
+            )
         for start, end in consumer.hash_ranges:
             if not 0 <= start <= end < HASH_RANGE_SIZE:
-                raise BrokerError(ServerError.ConsumerAssignError, f"Fixed hash range {start}-{end} is invalid")
+                raise BrokerError(
+                    ServerError.ConsumerAssignError, f"Fixed hash range {start}-{end} is invalid"
+                )
             for other in self.consumers:
                 for o_start, o_end in other.hash_ranges:
                     if start <= o_end and o_start <= end:
@@ -167,6 +183,8 @@ class Subscription:
             if self.sub_type == SubType.KEY_SHARED:
                 self._rebuild_ring()
         consumer.pending.clear()
+        if not self.consumers:
+            self.redelivery_counts.clear()
         if not self.consumers and not self.durable:
             self.topic.remove_subscription(self)
         else:
@@ -182,12 +200,24 @@ class Subscription:
         self._active = None
 
     def _pick_active(self) -> None:
-        ordered = sorted(self.consumers, key=lambda c: (c.priority, c.name))
-        if not ordered:
+        if not self.consumers:
             return
+        top = min(c.priority for c in self.consumers)
+        ordered = sorted((c for c in self.consumers if c.priority == top), key=lambda c: c.name)
         partition = self.topic.name.partition_index
-        index = partition % len(ordered) if self.sub_type == SubType.FAILOVER and partition >= 0 else 0
-        chosen = ordered[index]
+        if self.sub_type != SubType.FAILOVER:
+            chosen = ordered[0]
+        elif partition >= 0:
+            chosen = ordered[partition % len(ordered)]
+        else:
+            # Non-partitioned Failover: consistent hashing of the topic name over the consumers.
+            ring = sorted(
+                (sticky_hash(f"{c.name}{j}".encode()), i)
+                for i, c in enumerate(ordered)
+                for j in range(RING_POINTS)
+            )
+            point = bisect.bisect_left(ring, (sticky_hash(self.topic.name.full.encode()), -1))
+            chosen = ordered[ring[point % len(ring)][1]]
         if chosen is self._active:
             return
         previous = self._active
@@ -214,8 +244,13 @@ class Subscription:
         consumer.permits += permits
         self.dispatch()
 
-    def acknowledge(self, consumer: Consumer, acks: Iterable[tuple[int, int | None]], cumulative: bool) -> None:
-        """Apply acknowledgements: ``(entry_id, unacked_mask)`` pairs, the mask only for batch-index acks."""
+    def acknowledge(
+        self, consumer: Consumer | None, acks: Iterable[tuple[int, int | None]], cumulative: bool
+    ) -> None:
+        """Apply acknowledgements: ``(entry_id, unacked_mask)`` pairs, the mask only for batch-index acks.
+
+        ``consumer`` is None when a committed transaction applies them.
+        """
         cursor = self.cursor
         changed = False
         if cumulative:
@@ -224,17 +259,20 @@ class Subscription:
                 before = cursor.mark_delete
                 cursor.ack_cumulative(upto)
                 if mask is not None:
-                    cursor.ack_batch_indexes(entry_id, mask, 0)
+                    cursor.ack_batch_indexes(entry_id, mask)
                 changed = changed or cursor.mark_delete != before or mask is not None
             for c in self.consumers:
                 c.pending = {e for e in c.pending if not cursor.is_acked(e)}
-            self.redelivery_counts = {e: n for e, n in self.redelivery_counts.items() if e > cursor.mark_delete}
+            self.redelivery_counts = {
+                e: n for e, n in self.redelivery_counts.items() if e > cursor.mark_delete
+            }
         else:
             for entry_id, mask in acks:
-                done = cursor.ack(entry_id) if mask is None else cursor.ack_batch_indexes(entry_id, mask, 0)
+                done = cursor.ack(entry_id) if mask is None else cursor.ack_batch_indexes(entry_id, mask)
                 changed = True
                 if done or cursor.is_acked(entry_id):
-                    consumer.pending.discard(entry_id)
+                    for holder in (consumer,) if consumer is not None else self.consumers:
+                        holder.pending.discard(entry_id)
                     self.redelivery_counts.pop(entry_id, None)
                     self._replay.discard(entry_id)
         if changed:
@@ -246,14 +284,26 @@ class Subscription:
             chosen = set(consumer.pending)
         else:
             chosen = consumer.pending.intersection(entry_ids)
-        for entry_id in chosen:
-            self.redelivery_counts[entry_id] = self.redelivery_counts.get(entry_id, 0) + 1
         if self.single_active:
             consumer.pending.clear()
             self.read_position = self.cursor.mark_delete + 1
         else:
+            # Pulsar counts redeliveries only on Shared and Key_Shared subscriptions.
+            for entry_id in chosen:
+                self.redelivery_counts[entry_id] = self.redelivery_counts.get(entry_id, 0) + 1
             consumer.pending -= chosen
             self._replay.update(e for e in chosen if not self.cursor.is_acked(e))
+        self.dispatch()
+
+    def redeliver_released(self, entry_ids: list[int]) -> None:
+        """Entries an aborted transaction had acknowledged become deliverable again."""
+        if self.single_active:
+            self.read_position = min(self.read_position, self.cursor.mark_delete + 1)
+        else:
+            for entry_id in entry_ids:
+                if not self.cursor.is_acked(entry_id):
+                    self.redelivery_counts[entry_id] = self.redelivery_counts.get(entry_id, 0) + 1
+                    self._replay.add(entry_id)
         self.dispatch()
 
     def reset(self, next_entry: int) -> None:
@@ -299,7 +349,7 @@ class Subscription:
                 break
             for entry in entries:
                 position = entry.entry_id + 1
-                if cursor.is_acked(entry.entry_id):
+                if self._skip(entry):
                     continue
                 deliveries.append(self._delivery(entry))
                 consumer.pending.add(entry.entry_id)
@@ -317,6 +367,9 @@ class Subscription:
         if self._replay:
             ids = sorted(self._replay)[:budget]
             for entry in self.topic.read_ids(ids):
+                if self._skip(entry):
+                    self._replay.discard(entry.entry_id)
+                    continue
                 target = self._select(entry)
                 if target is not None:
                     self._replay.discard(entry.entry_id)
@@ -334,7 +387,7 @@ class Subscription:
                 position = limit + 1
                 break
             for entry in entries:
-                if self.cursor.is_acked(entry.entry_id):
+                if self._skip(entry):
                     position = entry.entry_id + 1
                     continue
                 target = self._select(entry)
@@ -359,8 +412,23 @@ class Subscription:
         consumer.pending.add(entry.entry_id)
         consumer.permits -= entry.num_messages
 
+    def _skip(self, entry: Entry) -> bool:
+        """Whether dispatch passes over an entry: acknowledged, hidden by transactions, or held."""
+        if self.cursor.is_acked(entry.entry_id):
+            return True
+        if self.topic.txn_buffer.hides(entry):
+            # Markers and aborted messages are acknowledged away for every subscription.
+            self.cursor.ack(entry.entry_id)
+            self.topic.cursor_changed(self)
+            return True
+        return self.pending_ack.holds(entry.entry_id)
+
     def _delivery(self, entry: Entry) -> Delivery:
-        return Delivery(entry, self.redelivery_counts.get(entry.entry_id, 0), self.cursor.unacked_mask(entry.entry_id))
+        mask = self.cursor.unacked_mask(entry.entry_id)
+        held = self.pending_ack.held_indexes(entry.entry_id)
+        if held:
+            mask = (mask if mask is not None else (1 << entry.num_messages) - 1) & ~held
+        return Delivery(entry, self.redelivery_counts.get(entry.entry_id, 0), mask)
 
     def _select(self, entry: Entry) -> Consumer | None:
         if self.sub_type == SubType.KEY_SHARED:

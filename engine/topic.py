@@ -14,6 +14,9 @@ from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.store import TopicRecord
 from engine.subscription import Consumer, Subscription, SubType
+from engine.transactions import TxnId
+from engine.txn_buffer import TransactionBuffer
+from wire.framing import make_body
 from wire.pulsar_api_pb2 import MessageMetadata, ServerError
 
 if TYPE_CHECKING:
@@ -85,14 +88,24 @@ class Topic:
         self.bytes_in = 0
         for sub_name, state in self.store.cursors(self.topic_id).items():
             loaded = Cursor.loads(state)
-            self.subscriptions[sub_name] = Subscription(self, sub_name, SubType.EXCLUSIVE, loaded, durable=True)
+            self.subscriptions[sub_name] = Subscription(
+                self, sub_name, SubType.EXCLUSIVE, loaded, durable=True
+            )
+        self.txn_buffer = TransactionBuffer(self, broker.config.snapshot_policy)
+        self.txn_buffer.recover()
+        held: dict[str, list[tuple[TxnId, str]]] = {}
+        for sub_name, most, least, record in self.store.pending_acks(self.topic_id):
+            held.setdefault(sub_name, []).append((TxnId(most, least), record))
+        for sub_name, records in held.items():
+            if sub_name in self.subscriptions:
+                self.subscriptions[sub_name].pending_ack.recover(records)
 
     # -- reading -----------------------------------------------------------------------------
 
     @property
     def read_limit(self) -> int:
-        """The last entry consumers may read."""
-        return self.last_confirmed
+        """The last entry consumers may read: the transaction buffer's max read position."""
+        return self.txn_buffer.max_read_position
 
     def _cached(self, entry_id: int) -> Entry | None:
         if self._cache and entry_id >= self._cache[0].entry_id:
@@ -133,9 +146,15 @@ class Topic:
         return found
 
     def last_entry(self) -> Entry | None:
-        """The last readable entry."""
-        entries = self.read(self.read_limit, self.read_limit)
-        return entries[0] if entries else None
+        """The last entry a consumer can be given: markers and aborted messages do not count."""
+        end = self.read_limit
+        while end >= 0:
+            start = max(0, end - 99)
+            for entry in reversed(self.read(start, end)):
+                if not self.txn_buffer.hides(entry):
+                    return entry
+            end = start - 1
+        return None
 
     def entry_at_time(self, publish_time_ms: int) -> int:
         """The first entry published at or after the time (the end of the log if none)."""
@@ -159,7 +178,7 @@ class Topic:
                     break
                 raise BrokerError(
                     ServerError.ProducerBusy,
-                    f"Producer with name '{producer.name}' is already connected to topic {self.name}",
+                    f"Producer with name '{producer.name}' is already connected to topic '{self.name}'",
                 )
         mode = producer.access_mode
         if mode == AccessMode.EXCLUSIVE_WITH_FENCING:
@@ -173,11 +192,10 @@ class Topic:
                 self.waiting_producers.append(producer)
                 return False
             if exclusive:
-                raise BrokerError(
-                    ServerError.ProducerBusy, f"Topic has an existing exclusive producer: {exclusive[0].name}"
-                )
+                code = ServerError.ProducerBusy if mode == AccessMode.SHARED else ServerError.ProducerFenced
+                raise BrokerError(code, f"Topic has an existing exclusive producer: {exclusive[0].name}")
             if mode == AccessMode.EXCLUSIVE:
-                raise BrokerError(ServerError.ProducerBusy, "Topic has existing shared producers")
+                raise BrokerError(ServerError.ProducerFenced, "Topic has existing shared producers")
         producer.topic = self
         self.producers.append(producer)
         return True
@@ -210,8 +228,12 @@ class Topic:
         body: bytes,
         metadata: MessageMetadata,
         done: PublishCallback,
+        txn: TxnId | None = None,
     ) -> None:
-        """Append an entry; ``done`` runs once it is durable (or dropped as a duplicate)."""
+        """Append an entry; ``done`` runs once it is durable (or dropped as a duplicate).
+
+        A transactional entry (``txn``) stays invisible until its transaction commits.
+        """
         if self.broker.config.deduplication:
             highest = max(sequence_id, highest_sequence_id)
             if sequence_id <= self._sequences.get(producer.name, -1):
@@ -219,16 +241,30 @@ class Topic:
                 return
             self._sequences[producer.name] = highest
             self.store.stage_sequence(self.topic_id, producer.name, highest)
+        if txn is not None and (metadata.txnid_most_bits, metadata.txnid_least_bits) != txn:
+            # Recovery finds transactions through the stored metadata, so it must name the transaction.
+            metadata.txnid_most_bits, metadata.txnid_least_bits = txn
+            body = make_body(metadata, _payload(body))
+        entry = self._append(body, metadata)
+        self.messages_in += entry.num_messages
+        self.bytes_in += len(body)
+        if entry.txn is not None:
+            self.txn_buffer.appended(entry)
+        self.broker.after_commit(done, entry.entry_id)
+
+    def append_marker(self, body: bytes, metadata: MessageMetadata) -> int:
+        """Append a server-written marker entry; returns its id."""
+        return self._append(body, metadata).entry_id
+
+    def _append(self, body: bytes, metadata: MessageMetadata) -> Entry:
         entry_id = self.next_entry_id
         self.next_entry_id += 1
         entry = Entry.from_metadata(entry_id, body, metadata)
         self._cache.append(entry)
         self._cache_bytes += len(body)
         self.store.stage_entry(self.topic_id, entry_id, entry.publish_time, body)
-        self.messages_in += entry.num_messages
-        self.bytes_in += len(body)
         self.broker.staged(self)
-        self.broker.after_commit(done, entry_id)
+        return entry
 
     def committed(self) -> None:
         """Staged entries became durable: make them readable and dispatch."""
@@ -247,6 +283,7 @@ class Topic:
             self._cache_bytes -= len(self._cache.pop().body)
         self.next_entry_id = self.last_confirmed + 1
         self._sequences = dict(self._persisted_sequences)
+        self.txn_buffer.rolled_back(self.last_confirmed)
 
     # -- subscriptions -----------------------------------------------------------------------
 
@@ -313,3 +350,9 @@ class Topic:
             producer.sink.close_producer(producer)
         for subscription in self.subscriptions.values():
             subscription.close_consumers()
+
+
+def _payload(body: bytes) -> bytes:
+    """The payload of a stored body ``[magic][crc][metaSize][meta][payload]``."""
+    meta_size = int.from_bytes(body[6:10], "big")
+    return body[10 + meta_size :]

@@ -11,7 +11,9 @@ from proxy.config import FIELDS, Settings, SettingsError, load
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pulsar-txn-proxy", description="A Pulsar endpoint with transactions.")
+    parser = argparse.ArgumentParser(
+        prog="pulsar-txn-proxy", description="A Pulsar endpoint with transactions."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve",
@@ -25,13 +27,31 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", help=f"where the store lives (default {Settings.data_dir})")
     serve.add_argument("--advertised-address", help="host name lookups answer (default: the address reached)")
     serve.add_argument(
-        "--default-partitions", type=int, help="partitions of auto-created topics (default 0: non-partitioned)"
+        "--default-partitions",
+        type=int,
+        help="partitions of auto-created topics (default 0: non-partitioned)",
     )
     serve.add_argument(
-        "--deduplication", action=argparse.BooleanOptionalAction, default=None,
+        "--deduplication",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="drop messages re-sent with a known producer name and sequence id (default off)",
     )
     serve.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    serve.add_argument("--transaction-coordinators", type=int, help="transaction coordinators (default 16)")
+    serve.add_argument(
+        "--txn-snapshot-max-changes",
+        type=int,
+        help="transaction ends between buffer snapshots (default 1000)",
+    )
+    serve.add_argument(
+        "--txn-snapshot-interval-seconds", type=int, help="seconds between buffer snapshots (default 5)"
+    )
+    serve.add_argument(
+        "--txn-end-delay-ms",
+        type=int,
+        help="testing aid: pause between a transaction's COMMITTING/ABORTING record and its markers (default 0)",
+    )
     return parser
 
 
@@ -46,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pulsar-txn-proxy: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
     )
     from proxy.run import serve
 

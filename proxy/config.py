@@ -32,6 +32,14 @@ class Settings:
     #: Drop re-sent messages by producer name and sequence id.
     deduplication: bool = False
     log_level: str = "INFO"
+    #: Transaction coordinators: partitions of the coordinator-assign system topic.
+    transaction_coordinators: int = 16
+    #: A transaction buffer snapshots after this many transaction ends...
+    txn_snapshot_max_changes: int = 1000
+    #: ...or this many seconds after a change.
+    txn_snapshot_interval_seconds: int = 5
+    #: Testing aid: pause between a transaction's COMMITTING/ABORTING record and its markers.
+    txn_end_delay_ms: int = 0
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
@@ -88,7 +96,9 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     return values
 
 
-def load(cli: Mapping[str, Any], config_file: str | None, environ: Mapping[str, str] = os.environ) -> Settings:
+def load(
+    cli: Mapping[str, Any], config_file: str | None, environ: Mapping[str, str] = os.environ
+) -> Settings:
     """Merge the sources; ``cli`` holds only the options given on the command line."""
     values: dict[str, Any] = {}
     if config_file:

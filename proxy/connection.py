@@ -21,6 +21,7 @@ from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.subscription import Consumer, Delivery, SubType
 from engine.topic import DUPLICATE, AccessMode, Producer
+from proxy.transactions import TransactionCommands, transactional_ack
 from wire.commands import NO_ID, frame, make, payload_of, type_name
 from wire.framing import (
     MAX_MESSAGE_SIZE,
@@ -47,10 +48,22 @@ _SCHEMA_VERSION = struct.Struct(">q")
 #: Commands only a server sends: receiving one is a protocol violation.
 _SERVER_ONLY = frozenset(
     {
-        T.CONNECTED, T.SEND_RECEIPT, T.SEND_ERROR, T.MESSAGE, T.SUCCESS, T.ERROR, T.PRODUCER_SUCCESS,
-        T.PARTITIONED_METADATA_RESPONSE, T.LOOKUP_RESPONSE, T.CONSUMER_STATS_RESPONSE,
-        T.REACHED_END_OF_TOPIC, T.GET_LAST_MESSAGE_ID_RESPONSE, T.ACTIVE_CONSUMER_CHANGE,
-        T.GET_TOPICS_OF_NAMESPACE_RESPONSE, T.GET_SCHEMA_RESPONSE, T.ACK_RESPONSE,
+        T.CONNECTED,
+        T.SEND_RECEIPT,
+        T.SEND_ERROR,
+        T.MESSAGE,
+        T.SUCCESS,
+        T.ERROR,
+        T.PRODUCER_SUCCESS,
+        T.PARTITIONED_METADATA_RESPONSE,
+        T.LOOKUP_RESPONSE,
+        T.CONSUMER_STATS_RESPONSE,
+        T.REACHED_END_OF_TOPIC,
+        T.GET_LAST_MESSAGE_ID_RESPONSE,
+        T.ACTIVE_CONSUMER_CHANGE,
+        T.GET_TOPICS_OF_NAMESPACE_RESPONSE,
+        T.GET_SCHEMA_RESPONSE,
+        T.ACK_RESPONSE,
         T.GET_OR_CREATE_SCHEMA_RESPONSE,
     }
 )
@@ -80,6 +93,7 @@ class PulsarConnection(protocol.Protocol):
         self._keepalive: LoopingCall | None = None
         self.peer = "?"
         self.client_version = ""
+        self.protocol_version = 0
         self._handlers: dict[int, Callable[[BaseCommand, bytes | None], None]] = {
             T.PING: self._on_ping,
             T.PONG: lambda c, b: None,
@@ -102,6 +116,7 @@ class PulsarConnection(protocol.Protocol):
             T.CONSUMER_STATS: self._on_consumer_stats,
             T.AUTH_RESPONSE: lambda c, b: None,
         }
+        TransactionCommands(self).register(self._handlers)
 
     # -- transport events ------------------------------------------------------------------
 
@@ -213,12 +228,15 @@ class PulsarConnection(protocol.Protocol):
         connect = command.connect
         self.client_version = connect.client_version
         if connect.auth_method_name not in ("", "none"):
-            log.info("[%s] auth method %r ignored: authentication is off", self.peer, connect.auth_method_name)
+            log.info(
+                "[%s] auth method %r ignored: authentication is off", self.peer, connect.auth_method_name
+            )
         self.state = State.CONNECTED
+        self.protocol_version = min(connect.protocol_version, PROTOCOL_VERSION)
         self.send(
             T.CONNECTED,
             server_version=self.service.server_version,
-            protocol_version=min(connect.protocol_version, PROTOCOL_VERSION),
+            protocol_version=self.protocol_version,
             max_message_size=MAX_MESSAGE_SIZE,
         )
 
@@ -231,11 +249,16 @@ class PulsarConnection(protocol.Protocol):
             partitions = self.service.partitioned_metadata(request.topic)
         except BrokerError as exc:
             self.send(
-                T.PARTITIONED_METADATA_RESPONSE, request_id=request.request_id, response=1,
-                error=exc.code, message=exc.message,
+                T.PARTITIONED_METADATA_RESPONSE,
+                request_id=request.request_id,
+                response=1,
+                error=exc.code,
+                message=exc.message,
             )
             return
-        self.send(T.PARTITIONED_METADATA_RESPONSE, request_id=request.request_id, partitions=partitions, response=0)
+        self.send(
+            T.PARTITIONED_METADATA_RESPONSE, request_id=request.request_id, partitions=partitions, response=0
+        )
 
     def _on_lookup(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.lookupTopic
@@ -243,7 +266,11 @@ class PulsarConnection(protocol.Protocol):
             self.service.check_lookup(request.topic)
         except BrokerError as exc:
             self.send(
-                T.LOOKUP_RESPONSE, request_id=request.request_id, response=2, error=exc.code, message=exc.message
+                T.LOOKUP_RESPONSE,
+                request_id=request.request_id,
+                response=2,
+                error=exc.code,
+                message=exc.message,
             )
             return
         self.send(
@@ -307,14 +334,19 @@ class PulsarConnection(protocol.Protocol):
         send = command.send
         producer = self.producers.get(send.producer_id)
         if producer is None or producer.topic is None or producer not in producer.topic.producers:
-            raise ProtocolError(f"SEND for producer {send.producer_id}, which is not ready on this connection")
+            raise ProtocolError(
+                f"SEND for producer {send.producer_id}, which is not ready on this connection"
+            )
         if body is None:
             raise ProtocolError("SEND without a message body")
         message = parse_body(body)
         if not message.checksum_ok:
             self.send(
-                T.SEND_ERROR, producer_id=send.producer_id, sequence_id=send.sequence_id,
-                error=ServerError.ChecksumError, message="Checksum failed on the broker",
+                T.SEND_ERROR,
+                producer_id=send.producer_id,
+                sequence_id=send.sequence_id,
+                error=ServerError.ChecksumError,
+                message="Checksum failed on the broker",
             )
             return
         highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else -1
@@ -325,8 +357,11 @@ class PulsarConnection(protocol.Protocol):
         producer_id, sequence_id = send.producer_id, send.sequence_id  # type: ignore[attr-defined]
         if isinstance(result, BrokerError):
             self.send(
-                T.SEND_ERROR, producer_id=producer_id, sequence_id=sequence_id,
-                error=result.code, message=result.message,
+                T.SEND_ERROR,
+                producer_id=producer_id,
+                sequence_id=sequence_id,
+                error=result.code,
+                message=result.message,
             )
             return
         ledger = NO_ID if result == DUPLICATE else producer.topic.ledger_id  # type: ignore[union-attr]
@@ -370,7 +405,10 @@ class PulsarConnection(protocol.Protocol):
         """Write MESSAGE frames."""
         if self.state is State.CLOSED:
             return
-        ledger = consumer.subscription.topic.ledger_id if consumer.subscription else 0
+        topic = consumer.subscription.topic if consumer.subscription else None
+        ledger = topic.ledger_id if topic else 0
+        # The client takes the partition of received message ids from here, as the Java broker sends it.
+        partition = topic.name.partition_index if topic else -1
         parts = []
         for delivery in deliveries:
             cmd = BaseCommand(type=T.MESSAGE)
@@ -378,6 +416,8 @@ class PulsarConnection(protocol.Protocol):
             message.consumer_id = consumer.consumer_id
             message.message_id.ledgerId = ledger
             message.message_id.entryId = delivery.entry.entry_id
+            if partition >= 0:
+                message.message_id.partition = partition
             if delivery.redelivery_count:
                 message.redelivery_count = delivery.redelivery_count
             if delivery.unacked_mask is not None:
@@ -419,11 +459,10 @@ class PulsarConnection(protocol.Protocol):
         request = command.ack
         consumer = self._consumer(request.consumer_id)
         if request.HasField("txnid_most_bits") or request.HasField("txnid_least_bits"):
-            self.service.transactional_ack(self, consumer, request)
+            transactional_ack(self, consumer, request)
             return
         if consumer is None:
-            if request.HasField("request_id"):
-                self._ack_response(request, BrokerError(ServerError.ConsumerNotFound, "Consumer not found"))
+            log.info("[%s] ACK for unknown consumer %d", self.peer, request.consumer_id)
             return
         subscription = consumer.subscription
         ledger = subscription.topic.ledger_id  # type: ignore[union-attr]
@@ -509,7 +548,7 @@ class PulsarConnection(protocol.Protocol):
         last = topic.last_entry()
         partition = topic.name.partition_index
         if last is None:
-            last_id = MessageId(topic.ledger_id, NO_ID, partition)
+            last_id = MessageId(NO_ID, NO_ID, partition)
         else:
             batch_index = last.num_messages - 1 if last.is_batch else -1
             last_id = MessageId(topic.ledger_id, last.entry_id, partition, batch_index)
@@ -525,24 +564,34 @@ class PulsarConnection(protocol.Protocol):
         request = command.getTopicsOfNamespace
         topics = self.broker.topics_of_namespace(request.namespace)
         self.send(
-            T.GET_TOPICS_OF_NAMESPACE_RESPONSE, request_id=request.request_id, topics=topics,
-            filtered=False, changed=True,
+            T.GET_TOPICS_OF_NAMESPACE_RESPONSE,
+            request_id=request.request_id,
+            topics=topics,
+            filtered=False,
+            changed=True,
         )
 
     def _on_get_schema(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.getSchema
-        version = _SCHEMA_VERSION.unpack(request.schema_version)[0] if len(request.schema_version) == 8 else None
+        version = (
+            _SCHEMA_VERSION.unpack(request.schema_version)[0] if len(request.schema_version) == 8 else None
+        )
         try:
             name = TopicName.parse(request.topic).partitioned_parent.full
         except BrokerError as exc:
             self.send(
-                T.GET_SCHEMA_RESPONSE, request_id=request.request_id, error_code=exc.code, error_message=exc.message
+                T.GET_SCHEMA_RESPONSE,
+                request_id=request.request_id,
+                error_code=exc.code,
+                error_message=exc.message,
             )
             return
         schema = self.broker.schemas.get(name, version)
         if schema is None:
             self.send(
-                T.GET_SCHEMA_RESPONSE, request_id=request.request_id, error_code=ServerError.TopicNotFound,
+                T.GET_SCHEMA_RESPONSE,
+                request_id=request.request_id,
+                error_code=ServerError.TopicNotFound,
                 error_message="Topic not found or no-schema",
             )
             return
@@ -559,12 +608,15 @@ class PulsarConnection(protocol.Protocol):
             version = self.service.register_schema(TopicName.parse(request.topic), request.schema)
         except BrokerError as exc:
             self.send(
-                T.GET_OR_CREATE_SCHEMA_RESPONSE, request_id=request.request_id, error_code=exc.code,
+                T.GET_OR_CREATE_SCHEMA_RESPONSE,
+                request_id=request.request_id,
+                error_code=exc.code,
                 error_message=exc.message,
             )
             return
         self.send(
-            T.GET_OR_CREATE_SCHEMA_RESPONSE, request_id=request.request_id,
+            T.GET_OR_CREATE_SCHEMA_RESPONSE,
+            request_id=request.request_id,
             schema_version=_SCHEMA_VERSION.pack(version),
         )
 
@@ -573,7 +625,9 @@ class PulsarConnection(protocol.Protocol):
         consumer = self._consumer(request.consumer_id)
         if consumer is None:
             self.send(
-                T.CONSUMER_STATS_RESPONSE, request_id=request.request_id, error_code=ServerError.ConsumerNotFound,
+                T.CONSUMER_STATS_RESPONSE,
+                request_id=request.request_id,
+                error_code=ServerError.ConsumerNotFound,
                 error_message=f"Consumer {request.consumer_id} not found",
             )
             return

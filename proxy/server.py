@@ -13,7 +13,9 @@ from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.store import StoredSchema
 from engine.subscription import Consumer, SubType
+from engine.transactions import TxnId
 from proxy.connection import PulsarConnection, sticky_ranges
+from proxy.transactions import check_transactional_send
 from wire.framing import MessageBody
 from wire.message_id import MessageId
 from wire.pulsar_api_pb2 import CommandSeek, CommandSend, CommandSubscribe, Schema, ServerError
@@ -77,21 +79,32 @@ class BrokerService:
     # -- producing -----------------------------------------------------------------------------
 
     def publish(
-        self, connection: PulsarConnection, producer: Producer, send: CommandSend, message: MessageBody, highest: int
+        self,
+        connection: PulsarConnection,
+        producer: Producer,
+        send: CommandSend,
+        message: MessageBody,
+        highest: int,
     ) -> None:
         """Append a message; the receipt goes out once it is durable."""
-        if send.txnid_most_bits or send.txnid_least_bits:
-            connection.receipt(
-                producer, send, BrokerError(ServerError.NotAllowedError, "Transactions are not enabled")
-            )
-            return
-        producer.topic.publish(  # type: ignore[union-attr]
+        topic = producer.topic
+        assert topic is not None
+        txn = None
+        if send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits"):
+            txn = TxnId(send.txnid_most_bits, send.txnid_least_bits)
+            try:
+                check_transactional_send(connection, topic.name.full, txn)
+            except BrokerError as exc:
+                connection.receipt(producer, send, exc)
+                return
+        topic.publish(
             producer,
             send.sequence_id,
             highest,
             message.body,
             message.metadata,
             lambda result: connection.receipt(producer, send, result),
+            txn,
         )
 
     # -- consuming -----------------------------------------------------------------------------
@@ -129,7 +142,7 @@ class BrokerService:
 
     @staticmethod
     def _reader_start(topic: Any, start: MessageId) -> int | None:
-        """First entry a reader gets: the one after ``start``, or ``start`` itself if it is in a batch."""
+        """First entry a reader gets: ``start`` itself (the client drops what it must not see)."""
         if start.is_earliest:
             return topic.first_entry_id()
         if start.is_latest:
@@ -138,14 +151,16 @@ class BrokerService:
             return topic.first_entry_id()
         if start.ledger > topic.ledger_id:
             return topic.read_limit + 1
-        return start.entry if start.batch_index >= 0 else start.entry + 1
+        return start.entry
 
     def unsubscribe(self, consumer: Consumer, force: bool) -> None:
         """Delete the consumer's subscription (only its last consumer may, unless forced)."""
         subscription = consumer.subscription
         assert subscription is not None
         if len(subscription.consumers) > 1 and not force:
-            raise BrokerError(ServerError.ConsumerBusy, "Unconnected or shared consumer attempting to unsubscribe")
+            raise BrokerError(
+                ServerError.MetadataError, "Unconnected or shared consumer attempting to unsubscribe"
+            )
         subscription.consumers.remove(consumer)
         consumer.subscription = None
         subscription.close_consumers()
@@ -167,14 +182,11 @@ class BrokerService:
             else:
                 entry = target.entry
         else:
-            raise BrokerError(ServerError.MetadataError, "Message id and message publish time were not present")
+            raise BrokerError(
+                ServerError.MetadataError, "Message id and message publish time were not present"
+            )
         subscription.reset(entry)
         subscription.close_consumers()
-
-    def transactional_ack(self, connection: PulsarConnection, consumer: Consumer | None, request: Any) -> None:
-        """Acknowledgements inside a transaction (transactions are not enabled yet)."""
-        if request.HasField("request_id"):
-            connection.ack_response(request, BrokerError(ServerError.NotAllowedError, "Transactions are not enabled"))
 
     # -- bookkeeping ---------------------------------------------------------------------------
 

@@ -1,0 +1,275 @@
+"""Transaction coordinators: transaction ids, the durable transaction log, timeouts and ending.
+
+Ending a transaction takes two durable steps, as in Pulsar: first the COMMITTING (or ABORTING)
+record, then, in one store transaction, the markers on every produced partition, the acknowledgements
+on every acked subscription and the removal of the transaction from the log. A crash between the two
+leaves a COMMITTING/ABORTING record that recovery finishes; a crash before the first leaves an OPEN
+transaction that recovery times out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engine.clock import Cancellable, now_ms
+from engine.errors import BrokerError
+from engine.transactions import (
+    ENDED,
+    ENDING,
+    TRANSITIONS,
+    TxnAction,
+    TxnId,
+    TxnStatus,
+    invalid_status,
+    not_found,
+)
+from wire.pulsar_api_pb2 import ServerError
+
+if TYPE_CHECKING:
+    from engine.broker import Broker
+
+log = logging.getLogger(__name__)
+
+#: Timeout of a transaction whose client asked for none (the Java client's default).
+DEFAULT_TIMEOUT_MS = 60_000
+#: System topic whose partitions stand for the coordinators; clients discover them through it.
+COORDINATOR_ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
+
+Done = Callable[[Any], None]
+
+
+@dataclass(eq=False)
+class TxnMeta:
+    """What a coordinator knows of one transaction."""
+
+    txn: TxnId
+    status: TxnStatus
+    opened_ms: int
+    timeout_ms: int
+    partitions: list[str] = field(default_factory=list)
+    subscriptions: list[tuple[str, str]] = field(default_factory=list)
+    timer: Cancellable | None = None
+    waiters: list[Done] = field(default_factory=list)
+    timed_out: bool = False
+
+
+@dataclass
+class CoordinatorStats:
+    """Counters since start."""
+
+    created: int = 0
+    committed: int = 0
+    aborted: int = 0
+    timed_out: int = 0
+
+
+class Coordinator:
+    """One transaction coordinator (``tc_id``) and its transactions."""
+
+    def __init__(self, tc_id: int) -> None:
+        self.tc_id = tc_id
+        self.sequence = 0
+        self.txns: dict[int, TxnMeta] = {}
+        self.stats = CoordinatorStats()
+
+    def low_water_mark(self) -> int:
+        """Every transaction of this coordinator with a sequence up to this one has ended."""
+        return min(self.txns) - 1 if self.txns else self.sequence
+
+
+class Coordinators:
+    """All coordinators of this endpoint, sharing the broker's store."""
+
+    def __init__(self, broker: Broker, count: int, end_delay_ms: int = 0) -> None:
+        self.broker = broker
+        self.store = broker.store
+        self.clock = broker.clock
+        self.coordinators = [Coordinator(i) for i in range(count)]
+        #: Testing aid: a pause between an end's first durable step and its second.
+        self.end_delay_ms = end_delay_ms
+
+    def __len__(self) -> int:
+        return len(self.coordinators)
+
+    # -- lookups ------------------------------------------------------------------------------
+
+    def coordinator(self, tc_id: int) -> Coordinator:
+        """The coordinator with this id, or TransactionCoordinatorNotFound."""
+        if 0 <= tc_id < len(self.coordinators):
+            return self.coordinators[tc_id]
+        raise BrokerError(
+            ServerError.TransactionCoordinatorNotFound, f"Transaction coordinator with id {tc_id} not found"
+        )
+
+    def meta(self, txn: TxnId) -> TxnMeta:
+        """A live transaction, or TransactionCoordinatorNotFound / TransactionNotFound."""
+        meta = self.coordinator(txn.most).txns.get(txn.least)
+        if meta is None:
+            raise not_found(txn)
+        return meta
+
+    def require_open(self, txn: TxnId) -> TxnMeta:
+        """A transaction that is OPEN, or the error Pulsar gives."""
+        meta = self.meta(txn)
+        if meta.status is not TxnStatus.OPEN:
+            raise invalid_status(txn, TxnStatus.OPEN, meta.status)
+        return meta
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def new_txn(self, tc_id: int, timeout_ms: int, done: Done) -> None:
+        """Open a transaction; ``done(TxnId)`` once it is durable."""
+        coordinator = self.coordinator(tc_id)
+        coordinator.sequence += 1
+        txn = TxnId(tc_id, coordinator.sequence)
+        meta = TxnMeta(
+            txn, TxnStatus.OPEN, now_ms(self.clock), timeout_ms if timeout_ms > 0 else DEFAULT_TIMEOUT_MS
+        )
+        coordinator.txns[txn.least] = meta
+        coordinator.stats.created += 1
+        self.store.stage_counter(f"tc_sequence_{tc_id}", coordinator.sequence)
+        self._record(meta, {"op": "open", "opened_ms": meta.opened_ms, "timeout_ms": meta.timeout_ms})
+        self._arm_timeout(meta, meta.timeout_ms / 1000)
+        self.broker.after_commit(done, txn)
+
+    def add_partitions(self, txn: TxnId, partitions: list[str], done: Done) -> None:
+        """Register partitions the transaction produces to."""
+        meta = self.require_open(txn)
+        for partition in partitions:
+            if partition not in meta.partitions:
+                meta.partitions.append(partition)
+                self._record(meta, {"op": "partition", "topic": partition})
+        self.broker.after_commit(done, txn)
+
+    def add_subscriptions(self, txn: TxnId, subscriptions: list[tuple[str, str]], done: Done) -> None:
+        """Register subscriptions the transaction acknowledges on."""
+        meta = self.require_open(txn)
+        for topic, subscription in subscriptions:
+            self._enlist(meta, topic, subscription)
+        self.broker.after_commit(done, txn)
+
+    def enlist_subscription(self, txn: TxnId, topic: str, subscription: str) -> None:
+        """Make sure an open transaction that acknowledged on a subscription ends there too.
+
+        Clients register subscriptions before acknowledging; this covers one that did not, so that
+        no acknowledgement stays held after its transaction ended.
+        """
+        self._enlist(self.require_open(txn), topic, subscription)
+
+    def _enlist(self, meta: TxnMeta, topic: str, subscription: str) -> None:
+        if (topic, subscription) not in meta.subscriptions:
+            meta.subscriptions.append((topic, subscription))
+            self._record(meta, {"op": "subscription", "topic": topic, "subscription": subscription})
+
+    def end(self, txn: TxnId, action: TxnAction, done: Done) -> None:
+        """Commit or abort; ``done(None)`` once every partition and subscription has applied it."""
+        meta = self.meta(txn)
+        target = ENDING[action]
+        if meta.status is target:
+            meta.waiters.append(done)
+            return
+        if target not in TRANSITIONS[meta.status]:
+            raise invalid_status(txn, TxnStatus.OPEN, meta.status)
+        meta.waiters.append(done)
+        self._begin_end(meta, target)
+
+    def _begin_end(self, meta: TxnMeta, target: TxnStatus) -> None:
+        meta.status = target
+        if meta.timer is not None:
+            meta.timer.cancel()
+            meta.timer = None
+        self._record(meta, {"op": "status", "status": target.value})
+        self.broker.after_commit(lambda _: self._schedule_finish(meta), None)
+
+    def _schedule_finish(self, meta: TxnMeta) -> None:
+        self.clock.call_later(self.end_delay_ms / 1000, lambda: self._finish(meta))
+
+    def _finish(self, meta: TxnMeta) -> None:
+        """The second durable step: markers, acknowledgements, and removal from the log."""
+        action = TxnAction.COMMIT if meta.status is TxnStatus.COMMITTING else TxnAction.ABORT
+        coordinator = self.coordinators[meta.txn.most]
+        low_water_mark = coordinator.low_water_mark()
+        for partition in meta.partitions:
+            topic = self.broker.existing_topic(partition)
+            if topic is not None:
+                topic.txn_buffer.end(meta.txn, action, low_water_mark)
+        for topic_name, sub_name in meta.subscriptions:
+            topic = self.broker.existing_topic(topic_name)
+            subscription = topic.subscriptions.get(sub_name) if topic is not None else None
+            if subscription is not None:
+                subscription.pending_ack.end(meta.txn, action)
+        meta.status = ENDED[action]
+        coordinator.txns.pop(meta.txn.least, None)
+        self.store.stage_txn_removal(meta.txn.most, meta.txn.least)
+        if action is TxnAction.COMMIT:
+            coordinator.stats.committed += 1
+        else:
+            coordinator.stats.aborted += 1
+        waiters, meta.waiters = meta.waiters, []
+        for waiter in waiters:
+            self.broker.after_commit(waiter, None)
+        if not waiters:
+            self.broker.request_flush()
+
+    def _record(self, meta: TxnMeta, record: dict[str, Any]) -> None:
+        self.store.stage_txn_record(meta.txn.most, meta.txn.least, json.dumps(record))
+        self.broker.request_flush()
+
+    # -- timeouts -----------------------------------------------------------------------------
+
+    def _arm_timeout(self, meta: TxnMeta, seconds: float) -> None:
+        meta.timer = self.clock.call_later(max(seconds, 0.0), lambda: self._expire(meta))
+
+    def _expire(self, meta: TxnMeta) -> None:
+        meta.timer = None
+        if meta.status is not TxnStatus.OPEN:
+            return
+        log.info("transaction %s timed out after %d ms; aborting", meta.txn, meta.timeout_ms)
+        meta.timed_out = True
+        self.coordinators[meta.txn.most].stats.timed_out += 1
+        self._begin_end(meta, TxnStatus.ABORTING)
+
+    # -- recovery -----------------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Replay the log: finish COMMITTING/ABORTING transactions, time out expired OPEN ones."""
+        for coordinator in self.coordinators:
+            coordinator.sequence = self.store.counter(f"tc_sequence_{coordinator.tc_id}")
+        for tc_id, least, text in self.store.txn_log():
+            if tc_id >= len(self.coordinators):
+                log.warning("transaction log names coordinator %d; only %d are configured", tc_id, len(self))
+                continue
+            coordinator = self.coordinators[tc_id]
+            coordinator.sequence = max(coordinator.sequence, least)
+            record = json.loads(text)
+            meta = coordinator.txns.get(least)
+            if record["op"] == "open":
+                meta = TxnMeta(TxnId(tc_id, least), TxnStatus.OPEN, record["opened_ms"], record["timeout_ms"])
+                coordinator.txns[least] = meta
+            elif meta is None:
+                continue
+            elif record["op"] == "partition":
+                meta.partitions.append(record["topic"])
+            elif record["op"] == "subscription":
+                meta.subscriptions.append((record["topic"], record["subscription"]))
+            elif record["op"] == "status":
+                meta.status = TxnStatus(record["status"])
+        now = now_ms(self.clock)
+        for coordinator in self.coordinators:
+            for meta in list(coordinator.txns.values()):
+                if meta.status in (TxnStatus.COMMITTING, TxnStatus.ABORTING):
+                    log.info("finishing %s transaction %s after restart", meta.status.value, meta.txn)
+                    self._finish(meta)
+                else:
+                    self._arm_timeout(meta, (meta.opened_ms + meta.timeout_ms - now) / 1000)
+        self.broker.flush()
+
+    # -- figures ------------------------------------------------------------------------------
+
+    def active(self) -> int:
+        """Transactions not yet ended."""
+        return sum(len(c.txns) for c in self.coordinators)

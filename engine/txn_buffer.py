@@ -1,0 +1,187 @@
+"""The transaction buffer of one topic partition: read-committed isolation over the topic log.
+
+Transactional entries are appended to the log at once. ``ongoing`` maps each open transaction to its
+first entry, in log order; consumers may read only up to ``max_read_position``, just before the first
+entry of the oldest open transaction (or the last entry when none is open), so ordinary messages
+appended behind an open transaction wait for it, as in Pulsar. Ending a transaction appends a commit
+or abort marker; aborted transactions are remembered so dispatch skips their entries.
+
+Snapshots of ``max_read_position`` and the aborted set are taken every N ends or T seconds; recovery
+loads the latest snapshot and replays only the log after its ``max_read_position``. A topic that never
+saw a transactional entry has no snapshot and needs no replay.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from engine.clock import Cancellable, now_ms
+from engine.entry import Entry
+from engine.transactions import TxnAction, TxnId
+from wire.framing import make_body
+from wire.pulsar_api_pb2 import MarkerType, MessageMetadata
+
+if TYPE_CHECKING:
+    from engine.topic import Topic
+
+log = logging.getLogger(__name__)
+
+MARKER_PRODUCER = "__txn_marker"
+_MARKERS = {TxnAction.COMMIT: MarkerType.TXN_COMMIT, TxnAction.ABORT: MarkerType.TXN_ABORT}
+#: Entries the recovery replay reads from the store at a time.
+_REPLAY_CHUNK = 1000
+
+
+@dataclass
+class SnapshotPolicy:
+    """When to snapshot: after ``max_changes`` ends, or ``interval_seconds`` after a change."""
+
+    max_changes: int = 1000
+    interval_seconds: float = 5.0
+
+
+class TransactionBuffer:
+    """Transaction state of one topic partition."""
+
+    def __init__(self, topic: Topic, policy: SnapshotPolicy) -> None:
+        self.topic = topic
+        self.policy = policy
+        self.ongoing: dict[TxnId, int] = {}
+        self.aborted: dict[TxnId, int] = {}
+        self.has_snapshot = False
+        #: Figures of the last recovery.
+        self.recovered_from_snapshot = False
+        self.replayed_entries = 0
+        self.snapshots_taken = 0
+        self._changes = 0
+        self._timer: Cancellable | None = None
+
+    # -- reading ------------------------------------------------------------------------------
+
+    @property
+    def max_read_position(self) -> int:
+        """The last entry consumers may read."""
+        if self.ongoing:
+            return min(next(iter(self.ongoing.values())) - 1, self.topic.last_confirmed)
+        return self.topic.last_confirmed
+
+    def is_aborted(self, txn: tuple[int, int]) -> bool:
+        return TxnId(*txn) in self.aborted
+
+    def hides(self, entry: Entry) -> bool:
+        """Markers and entries of aborted transactions are never dispatched."""
+        return bool(entry.marker) or (entry.txn is not None and TxnId(*entry.txn) in self.aborted)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def appended(self, entry: Entry) -> None:
+        """A transactional entry was staged."""
+        txn = TxnId(*entry.txn)  # type: ignore[misc]
+        if txn in self.ongoing:
+            return
+        if not self.has_snapshot:
+            # The first transactional entry of this topic: record the state before it, so that
+            # recovery knows where to start replaying.
+            self._stage_snapshot(entry.entry_id - 1)
+        self.ongoing[txn] = entry.entry_id
+
+    def rolled_back(self, last_confirmed: int) -> None:
+        """Staged entries were lost: forget transactions that started in them."""
+        for txn in [t for t, first in self.ongoing.items() if first > last_confirmed]:
+            del self.ongoing[txn]
+
+    def end(self, txn: TxnId, action: TxnAction, low_water_mark: int) -> None:
+        """Commit or abort ``txn`` here; also abort older transactions of its coordinator left behind."""
+        self._end_one(txn, action)
+        for stale in [t for t in self.ongoing if t.most == txn.most and t.least <= low_water_mark]:
+            log.info("%s: aborting %s below the low-water mark %d", self.topic.name, stale, low_water_mark)
+            self._end_one(stale, TxnAction.ABORT)
+
+    def _end_one(self, txn: TxnId, action: TxnAction) -> None:
+        marker = self._append_marker(txn, action)
+        self.ongoing.pop(txn, None)
+        if action is TxnAction.ABORT:
+            self.aborted[txn] = marker
+        self._changes += 1
+        if self._changes >= self.policy.max_changes:
+            self._stage_snapshot(self.max_read_position)
+        elif self._timer is None:
+            self._timer = self.topic.clock.call_later(self.policy.interval_seconds, self._timed_snapshot)
+
+    def _append_marker(self, txn: TxnId, action: TxnAction) -> int:
+        meta = MessageMetadata(
+            producer_name=MARKER_PRODUCER,
+            sequence_id=0,
+            publish_time=now_ms(self.topic.clock),
+            marker_type=_MARKERS[action],
+            txnid_most_bits=txn.most,
+            txnid_least_bits=txn.least,
+        )
+        return self.topic.append_marker(make_body(meta, b""), meta)
+
+    # -- snapshots and recovery ---------------------------------------------------------------
+
+    def _timed_snapshot(self) -> None:
+        self._timer = None
+        if self._changes:
+            self._stage_snapshot(self.max_read_position)
+            self.topic.broker.request_flush()
+
+    def _stage_snapshot(self, max_read: int) -> None:
+        state = {
+            "max_read_position": max_read,
+            "aborted": [[t.most, t.least, marker] for t, marker in self.aborted.items()],
+        }
+        self.topic.store.stage_txn_buffer_snapshot(self.topic.topic_id, json.dumps(state))
+        self.has_snapshot = True
+        self.snapshots_taken += 1
+        self._changes = 0
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def recover(self) -> None:
+        """Load the latest snapshot and replay the log after its ``max_read_position``."""
+        text = self.topic.store.txn_buffer_snapshot(self.topic.topic_id)
+        if text is None:
+            return
+        state = json.loads(text)
+        self.has_snapshot = True
+        self.recovered_from_snapshot = True
+        self.aborted = {TxnId(most, least): marker for most, least, marker in state["aborted"]}
+        position = state["max_read_position"] + 1
+        last = self.topic.last_confirmed
+        replayed = 0
+        while position <= last:
+            rows = self.topic.store.read(
+                self.topic.topic_id, position, min(last, position + _REPLAY_CHUNK - 1)
+            )
+            if not rows:
+                break
+            for entry_id, body in rows:
+                self._replay(Entry.from_body(entry_id, body))
+                position = entry_id + 1
+            replayed += len(rows)
+        self.replayed_entries = replayed
+        log.info(
+            "%s: transaction buffer recovered from snapshot, replayed %d entries, %d open, %d aborted",
+            self.topic.name,
+            replayed,
+            len(self.ongoing),
+            len(self.aborted),
+        )
+
+    def _replay(self, entry: Entry) -> None:
+        if entry.txn is None:
+            return
+        txn = TxnId(*entry.txn)
+        if entry.marker == MarkerType.TXN_COMMIT:
+            self.ongoing.pop(txn, None)
+        elif entry.marker == MarkerType.TXN_ABORT:
+            self.ongoing.pop(txn, None)
+            self.aborted[txn] = entry.entry_id
+        elif not entry.marker and txn not in self.aborted:
+            self.ongoing.setdefault(txn, entry.entry_id)
