@@ -44,6 +44,8 @@ T = BaseCommand
 PROTOCOL_VERSION = 20
 #: Seconds between keepalive PINGs; a peer silent for two of them is dropped.
 KEEPALIVE_SECONDS = 30.0
+#: Seconds a closing connection may take to flush its last writes before it is aborted.
+CLOSE_GRACE_SECONDS = 5.0
 _SCHEMA_VERSION = struct.Struct(">q")
 #: Commands only a server sends: receiving one is a protocol violation.
 _SERVER_ONLY = frozenset(
@@ -164,12 +166,16 @@ class PulsarConnection(protocol.Protocol):
         self.service.connection_closed(self)
 
     def close(self, reason: str) -> None:
-        """Drop this connection, logging why."""
+        """Close this connection, logging why: flush what is written, then FIN (as Pulsar does).
+
+        A peer that does not read what is left is cut off after ``CLOSE_GRACE_SECONDS``.
+        """
         if self.state is State.CLOSED:
             return
         log.warning("[%s] closing connection: %s", self.peer, reason)
         self.state = State.CLOSED
-        self.transport.abortConnection()
+        self.transport.loseConnection()
+        self.service.reactor.callLater(CLOSE_GRACE_SECONDS, self.transport.abortConnection)
 
     def _keepalive_tick(self) -> None:
         if not self._heard_since_ping:
