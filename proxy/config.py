@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "PULSAR_TXN_PROXY_"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,10 @@ def load(
         values.update(_from_file(config_file))
     values.update(_from_env(environ))
     values.update({k: v for k, v in cli.items() if v is not None})
-    return Settings(**values)
+    settings = Settings(**values)
+    if settings.log_level.upper() not in LOG_LEVELS:
+        raise SettingsError(f"log_level: expected one of {', '.join(LOG_LEVELS)}, got {settings.log_level!r}")
+    return settings
 
 
 def data_path(settings: Settings) -> Path:
