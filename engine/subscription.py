@@ -322,10 +322,7 @@ class Subscription:
         """Send what the consumers have permits for, up to the topic's readable limit."""
         if not self.consumers:
             return
-        if self.single_active:
-            more = self._dispatch_single()
-        else:
-            more = self._dispatch_spread()
+        more = self._dispatch_single() if self.single_active else self._dispatch_spread()
         if more and not self._continuation:
             self._continuation = True
             self.topic.clock.call_later(0, self._continue)
@@ -340,7 +337,6 @@ class Subscription:
             return False
         limit = self.topic.read_limit
         position = self.read_position
-        cursor = self.cursor
         deliveries: list[Delivery] = []
         while consumer.permits > 0 and position <= limit and len(deliveries) < DISPATCH_BUDGET:
             entries = self.topic.read(position, min(limit, position + READ_CHUNK - 1))

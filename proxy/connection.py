@@ -134,13 +134,14 @@ class PulsarConnection(protocol.Protocol):
         if self.state is State.CLOSED:
             return
         self._heard_since_ping = True
-        try:
-            frames = self.decoder.feed(data)
-        except ProtocolError as exc:
-            self.close(f"malformed frame: {exc}")
-            return
-        for item in frames:
-            if self.state is State.CLOSED:
+        frames = self.decoder.feed(data)
+        while self.state is not State.CLOSED:
+            try:
+                item = next(frames)
+            except StopIteration:
+                return
+            except ProtocolError as exc:
+                self.close(f"malformed frame: {exc}")
                 return
             try:
                 self._handle(item.command, item.body)
@@ -149,6 +150,7 @@ class PulsarConnection(protocol.Protocol):
             except Exception:
                 log.exception("[%s] failed handling %s", self.peer, type_name(item.command.type))
                 self.close("internal error")
+        frames.close()
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:  # noqa: N802
         self.state = State.CLOSED

@@ -8,6 +8,7 @@ Two frame shapes share one header ``[totalSize:u32][commandSize:u32][BaseCommand
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import crc32c
@@ -47,38 +48,41 @@ class FrameDecoder:
         self._buffer = bytearray()
         self._max_frame_size = max_frame_size
 
-    def feed(self, data: bytes) -> list[Frame]:
-        """Add ``data`` and return every frame now complete; raise :class:`ProtocolError` on bad input."""
+    def feed(self, data: bytes) -> Iterator[Frame]:
+        """Add ``data`` and yield every frame it completes, in order.
+
+        A frame that breaks the protocol raises :class:`ProtocolError` after the good frames before it
+        were yielded, so their requests can still be answered before the connection closes.
+        """
         buf = self._buffer
         buf += data
-        frames: list[Frame] = []
         offset = 0
-        available = len(buf)
-        while available - offset >= 4:
-            (total,) = _U32.unpack_from(buf, offset)
-            if total < 4 or total > self._max_frame_size:
-                raise ProtocolError(f"frame size {total} outside 4..{self._max_frame_size}")
-            if available - offset - 4 < total:
-                break
-            start = offset + 4
-            (command_size,) = _U32.unpack_from(buf, start)
-            if command_size > total - 4:
-                raise ProtocolError(f"command size {command_size} exceeds frame size {total}")
-            command_end = start + 4 + command_size
-            command = BaseCommand()
-            try:
-                command.ParseFromString(bytes(buf[start + 4 : command_end]))
-            except DecodeError as exc:
-                raise ProtocolError(f"command does not parse: {exc}") from None
-            if not command.HasField("type"):
-                raise ProtocolError("unknown or missing command type")
-            frame_end = start + total
-            body = bytes(buf[command_end:frame_end]) if frame_end > command_end else None
-            frames.append(Frame(command, body))
-            offset = frame_end
-        if offset:
-            del buf[:offset]
-        return frames
+        try:
+            while len(buf) - offset >= 4:
+                (total,) = _U32.unpack_from(buf, offset)
+                if total < 4 or total > self._max_frame_size:
+                    raise ProtocolError(f"frame size {total} outside 4..{self._max_frame_size}")
+                if len(buf) - offset - 4 < total:
+                    break
+                start = offset + 4
+                (command_size,) = _U32.unpack_from(buf, start)
+                if command_size > total - 4:
+                    raise ProtocolError(f"command size {command_size} exceeds frame size {total}")
+                command_end = start + 4 + command_size
+                command = BaseCommand()
+                try:
+                    command.ParseFromString(bytes(buf[start + 4 : command_end]))
+                except DecodeError as exc:
+                    raise ProtocolError(f"command does not parse: {exc}") from None
+                if not command.HasField("type"):
+                    raise ProtocolError("unknown or missing command type")
+                frame_end = start + total
+                body = bytes(buf[command_end:frame_end]) if frame_end > command_end else None
+                offset = frame_end
+                yield Frame(command, body)
+        finally:
+            if offset:
+                del buf[:offset]
 
 
 def encode_command(command: BaseCommand) -> bytes:
