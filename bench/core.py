@@ -18,7 +18,7 @@ from pathlib import Path
 import pulsar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.server_process import ServerProcess  # noqa: E402
+from tests.server_process import ServerProcess
 
 PAYLOAD = b"x" * 100
 
