@@ -1,0 +1,113 @@
+"""Build and run the Java transaction harness (tests/java): the official Java client against the server.
+
+The Python client has no transaction API, so transaction tests run scenarios in a JVM:
+``java -cp 'target/classes:target/lib/*' dev.pulsartxnproxy.Harness <serviceUrl> <scenario> [args]``
+prints one JSON line of observations. Java 17+ and Maven are required: missing tools fail, never skip.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+JAVA_DIR = Path(__file__).resolve().parent / "java"
+TARGET = JAVA_DIR / "target"
+MAIN_CLASS = "dev.pulsartxnproxy.Harness"
+# Written after a successful build; the build is skipped while it is newer than every source file.
+STAMP = TARGET / ".harness-built"
+# Class-data sharing archive of the harness's classes, dumped by the first run after a build: saves ~0.5 s per JVM.
+CDS_ARCHIVE = TARGET / "harness.jsa"
+# Each run is a short-lived JVM: the C1 compiler alone and the serial collector start faster on few cores; JVM
+# log lines (CDS warnings) go to stderr so that stdout carries only the JSON line.
+JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xlog:disable", "-Xlog:all=warning:stderr")
+
+Scenario = Callable[..., dict[str, Any]]
+
+
+def _newest_source_mtime() -> float:
+    sources = [JAVA_DIR / "pom.xml", *(p for p in (JAVA_DIR / "src").rglob("*") if p.is_file())]
+    return max(p.stat().st_mtime for p in sources)
+
+
+def _require(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        raise RuntimeError(
+            f"`{tool}` is not on PATH: the transaction tests need Java 17+ and Maven to build {JAVA_DIR}"
+        )
+    return path
+
+
+def _classpath() -> str | None:
+    """The packaged jar plus its dependencies (CDS needs jars, not target/classes); None before a build."""
+    jars = sorted(TARGET.glob("txn-harness-*.jar"))
+    if not jars or not (TARGET / "lib").is_dir():
+        return None
+    return os.pathsep.join([str(jars[-1]), str(TARGET / "lib" / "*")])
+
+
+@functools.cache
+def build_harness() -> str:
+    """Build the harness with Maven unless it is up to date; returns the classpath to run it with."""
+    _require("java")
+    classpath = _classpath()
+    if classpath and STAMP.exists() and STAMP.stat().st_mtime > _newest_source_mtime():
+        return classpath
+    mvn = _require("mvn")
+    result = subprocess.run(
+        [mvn, "-q", "-B", "package"], cwd=JAVA_DIR, capture_output=True, text=True, timeout=900, check=False
+    )
+    classpath = _classpath()
+    if result.returncode != 0 or classpath is None:
+        raise RuntimeError(
+            f"`mvn -q -B package` in {JAVA_DIR} failed with exit code {result.returncode}:\n"
+            f"{result.stdout}\n{result.stderr}"
+        )
+    STAMP.touch()
+    return classpath
+
+
+def run_scenario(service_url: str, name: str, *args: str, timeout: float = 60) -> dict[str, Any]:
+    """Run one scenario in a JVM and return its observations; raise with the output if it did not run."""
+    classpath = build_harness()
+    jar = Path(classpath.split(os.pathsep)[0])
+    fresh = CDS_ARCHIVE.exists() and CDS_ARCHIVE.stat().st_mtime >= jar.stat().st_mtime
+    if not fresh:
+        CDS_ARCHIVE.unlink(missing_ok=True)
+    cds = "SharedArchiveFile" if fresh else "ArchiveClassesAtExit"
+    command = [
+        "java", *JVM_OPTIONS, f"-XX:{cds}={CDS_ARCHIVE}", "-cp", classpath, MAIN_CLASS,
+        service_url, name, *map(str, args),
+    ]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(
+            f"scenario {name} did not finish within {timeout} s\nstdout:\n{exc.stdout}\nstderr:\n{exc.stderr}"
+        ) from exc
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    try:
+        parsed = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        parsed = None
+    if result.returncode != 0 or not isinstance(parsed, dict) or "error" in parsed:
+        raise RuntimeError(
+            f"scenario {name} failed (exit code {result.returncode})\n"
+            f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-20000:]}"
+        )
+    return parsed
+
+
+@pytest.fixture(scope="session", name="txn_harness")
+def txn_harness_fixture() -> Scenario:
+    """``txn_harness``: builds the harness once per session; call it as ``txn_harness(url, name, *args)``."""
+    build_harness()
+    return run_scenario
