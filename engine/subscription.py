@@ -110,6 +110,8 @@ class Subscription:
         self._continuation = False
         self.sticky_mode = False
         self.pending_ack = PendingAck(self)
+        #: Key_Shared: consumers that joined after others, with the read position at their arrival.
+        self._recently_joined: dict[Consumer, int] = {}
 
     # -- consumers --------------------------------------------------------------------------
 
@@ -139,8 +141,15 @@ class Subscription:
         consumer.subscription = self
         self.consumers.append(consumer)
         if self.single_active:
+            previous = self._active
             self._pick_active()
+            if self.sub_type == SubType.FAILOVER and self._active is previous and consumer is not previous:
+                consumer.sink.active_consumer_change(consumer, False)
         elif sub_type == SubType.KEY_SHARED:
+            if len(self.consumers) > 1:
+                # Keys moving to the new consumer may still be unacknowledged at the others: until
+                # everything before this point is acknowledged it only gets entries before it.
+                self._recently_joined[consumer] = self.read_position
             self._rebuild_ring()
 
     def _check_key_shared(self, consumer: Consumer, sticky: bool) -> None:
@@ -183,6 +192,7 @@ class Subscription:
             if self.sub_type == SubType.KEY_SHARED:
                 self._rebuild_ring()
         consumer.pending.clear()
+        self._recently_joined.pop(consumer, None)
         if not self.consumers:
             self.redelivery_counts.clear()
         if not self.consumers and not self.durable:
@@ -277,6 +287,8 @@ class Subscription:
                     self._replay.discard(entry_id)
         if changed:
             self.topic.cursor_changed(self)
+            if self._recently_joined:
+                self.dispatch()
 
     def redeliver(self, consumer: Consumer, entry_ids: list[int] | None) -> None:
         """Deliver again what a consumer holds unacknowledged (all of it, or the given entries)."""
@@ -429,7 +441,15 @@ class Subscription:
     def _select(self, entry: Entry) -> Consumer | None:
         if self.sub_type == SubType.KEY_SHARED:
             consumer = self._owner_of(sticky_hash(entry.sticky_key))
-            return consumer if consumer is not None and consumer.permits > 0 else None
+            if consumer is None or consumer.permits <= 0:
+                return None
+            joined_at = self._recently_joined.get(consumer)
+            if joined_at is not None:
+                if self.cursor.mark_delete + 1 >= joined_at:
+                    del self._recently_joined[consumer]
+                elif entry.entry_id >= joined_at:
+                    return None
+            return consumer
         return self._next_round_robin(lambda c: c.permits > 0)
 
     def _owner_of(self, key_hash: int) -> Consumer | None:

@@ -687,3 +687,37 @@ def test_earliest_on_empty_topic(client: pulsar.Client, topic: str) -> None:
     consumer = client.subscribe(topic, "sub", initial_position=EARLIEST)
     produce(client, topic, numbered(3))
     assert payloads(receive_n(consumer, 3)) == numbered(3)
+
+
+def test_key_shared_new_consumer_waits_for_earlier_messages_of_its_keys(client: pulsar.Client, topic: str) -> None:
+    """A consumer joining a Key_Shared subscription gets no message of a key it takes over before the
+    messages of that key sent before it joined are acknowledged (per-key order across consumers)."""
+    producer = client.create_producer(topic, batching_enabled=False)
+    first = client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name="a")
+    keys = [f"k{i}" for i in range(20)]
+    for key in keys:
+        producer.send(f"before-{key}".encode(), partition_key=key)
+    held = [first.receive(5000) for _ in keys]
+    second = client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name="b")
+    for key in keys:
+        producer.send(f"after-{key}".encode(), partition_key=key)
+    early = []
+    try:
+        while True:
+            early.append(second.receive(500).data())
+    except pulsar.Timeout:
+        pass
+    assert early == [], "the new consumer got messages while older ones of its keys were unacknowledged"
+    for msg in held:
+        first.acknowledge(msg)
+    got: dict[str, list[bytes]] = {"a": [], "b": []}
+    for name, consumer in (("a", first), ("b", second)):
+        try:
+            while True:
+                msg = consumer.receive(1500)
+                got[name].append(msg.data())
+                consumer.acknowledge(msg)
+        except pulsar.Timeout:
+            pass
+    assert sorted(got["a"] + got["b"]) == sorted(f"after-{k}".encode() for k in keys)
+    assert got["b"], "the new consumer took over no key"
