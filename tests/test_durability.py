@@ -12,6 +12,7 @@ import pulsar
 import pytest
 
 from tests.conftest import make_client
+from tests.helpers import drain
 from tests.server_process import ServerProcess
 
 Factory = Callable[..., ServerProcess]
@@ -19,16 +20,6 @@ Factory = Callable[..., ServerProcess]
 
 def _topic() -> str:
     return f"persistent://public/default/d-{uuid.uuid4().hex[:12]}"
-
-
-def _drain(consumer: pulsar.Consumer, timeout_ms: int = 1000) -> list[pulsar.Message]:
-    """Every message the consumer gets until it has been idle for ``timeout_ms``."""
-    received = []
-    while True:
-        try:
-            received.append(consumer.receive(timeout_ms))
-        except pulsar.Timeout:
-            return received
 
 
 def _close_after_kill(client: pulsar.Client) -> None:
@@ -87,7 +78,7 @@ def test_acknowledged_sends_survive_kill(server_factory: Factory) -> None:
     client = make_client(proc.url)
     try:
         consumer = client.subscribe(topic, "after-kill", initial_position=pulsar.InitialPosition.Earliest)
-        received = _drain(consumer)
+        received = drain(consumer)
         assert [m.data() for m in received] == [payload for payload, _ in sent]
         assert [_key(m.message_id()) for m in received] == [_key(msg_id) for _, msg_id in sent]
     finally:
@@ -127,7 +118,7 @@ def test_kill_during_sends_keeps_every_receipted_message(server_factory: Factory
     client = make_client(proc.url)
     try:
         consumer = client.subscribe(topic, "after-kill", initial_position=pulsar.InitialPosition.Earliest)
-        received = [m.data() for m in _drain(consumer)]
+        received = [m.data() for m in drain(consumer)]
         assert len(received) == len(set(received)), "a message was stored twice"
         assert received == sorted(received), "messages are out of order"
         assert set(receipted) <= set(received), sorted(set(receipted) - set(received))[:5]
@@ -161,7 +152,7 @@ def test_acknowledgements_survive_kill(server_factory: Factory, close_consumer: 
     client = make_client(proc.url)
     try:
         consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
-        received = [m.data() for m in _drain(consumer)]
+        received = [m.data() for m in drain(consumer)]
         assert received == [f"m{i}".encode() for i in range(10) if i not in acked]
     finally:
         client.close()
@@ -192,7 +183,7 @@ def test_batch_index_acknowledgements_survive_kill(server_factory: Factory) -> N
         consumer = client.subscribe(
             topic, "sub", initial_position=pulsar.InitialPosition.Earliest, batch_index_ack_enabled=True
         )
-        received = [m.data() for m in _drain(consumer)]
+        received = [m.data() for m in drain(consumer)]
         assert received == [f"b{i}".encode() for i in range(1, 10, 2)]
     finally:
         client.close()
@@ -216,7 +207,7 @@ def test_subscription_created_before_kill_survives(server_factory: Factory) -> N
         client.create_producer(topic, batching_enabled=False).send(b"after-restart")
         # Latest would start after "after-restart" if the subscription had been lost.
         consumer = client.subscribe(topic, "kept")
-        assert [m.data() for m in _drain(consumer)] == [b"before-kill", b"after-restart"]
+        assert [m.data() for m in drain(consumer)] == [b"before-kill", b"after-restart"]
     finally:
         client.close()
 
@@ -240,7 +231,7 @@ def test_clean_shutdown_and_restart(server_factory: Factory) -> None:
     client = make_client(proc.url)
     try:
         consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
-        assert [m.data() for m in _drain(consumer)] == [f"m{i}".encode() for i in range(1, 5)]
+        assert [m.data() for m in drain(consumer)] == [f"m{i}".encode() for i in range(1, 5)]
     finally:
         client.close()
     assert proc.stop() == 0
@@ -268,7 +259,7 @@ def test_restart_with_large_store(server_factory: Factory) -> None:
         consumer = client.subscribe(
             topic, "all", initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=5000
         )
-        received = [m.data() for m in _drain(consumer)]
+        received = [m.data() for m in drain(consumer)]
         assert received == [f"{i:05d}".encode() for i in range(count)] + [b"last"]
         after = client.create_producer(topic, batching_enabled=False).send(b"after")
         assert (after.ledger_id(), after.entry_id()) > (last.ledger_id(), last.entry_id())

@@ -13,6 +13,7 @@ import pulsar
 import pytest
 
 from tests.conftest import make_client
+from tests.helpers import drain
 from tests.server_process import ServerProcess
 
 EARLIEST = pulsar.InitialPosition.Earliest
@@ -20,16 +21,6 @@ LATEST = pulsar.InitialPosition.Latest
 SHARED = pulsar.ConsumerType.Shared
 FAILOVER = pulsar.ConsumerType.Failover
 KEY_SHARED = pulsar.ConsumerType.KeyShared
-
-
-def drain(consumer: pulsar.Consumer, timeout_ms: int = 500) -> list[pulsar.Message]:
-    """Every message that arrives until ``timeout_ms`` passes with none."""
-    received = []
-    while True:
-        try:
-            received.append(consumer.receive(timeout_ms))
-        except pulsar.Timeout:
-            return received
 
 
 def receive_n(consumer: pulsar.Consumer, n: int, timeout_ms: int = 5000) -> list[pulsar.Message]:

@@ -19,6 +19,7 @@ import pytest
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
 
 from tests.conftest import make_client
+from tests.helpers import drain
 from tests.server_process import ServerProcess
 
 WAIT_MS = 3000
@@ -49,16 +50,6 @@ def _produce_batch(client: pulsar.Client, topic: str, count: int, prefix: str = 
         producer.send_async(f"{prefix}{i}".encode(), None)
     producer.flush()
     producer.close()
-
-
-def _read_all(reader: pulsar.Reader, quiet_ms: int = QUIET_MS) -> list[pulsar.Message]:
-    """Read until nothing arrives for ``quiet_ms``."""
-    out = []
-    while True:
-        try:
-            out.append(reader.read_next(quiet_ms))
-        except pulsar.Timeout:
-            return out
 
 
 def _receive_all(
@@ -112,7 +103,7 @@ def test_reader_from_earliest_reads_everything(
 ) -> None:
     sent = _produce(client, topic, 5)
     reader = readers(topic, pulsar.MessageId.earliest)
-    got = _read_all(reader)
+    got = drain(reader)
     assert _data(got) == [f"m{i}".encode() for i in range(5)]
     assert [m.message_id() for m in got] == sent
 
@@ -122,9 +113,9 @@ def test_reader_from_latest_reads_only_new_messages(
 ) -> None:
     _produce(client, topic, 3, prefix="old")
     reader = readers(topic, pulsar.MessageId.latest)
-    assert _read_all(reader) == []
+    assert drain(reader) == []
     _produce(client, topic, 2, prefix="new")
-    assert _data(_read_all(reader)) == [b"new0", b"new1"]
+    assert _data(drain(reader)) == [b"new0", b"new1"]
 
 
 @pytest.mark.parametrize(("inclusive", "first"), [(False, 3), (True, 2)])
@@ -134,7 +125,7 @@ def test_reader_from_unbatched_message_id(
     """Exclusive starts after the given message, inclusive starts at it."""
     sent = _produce(client, topic, 5)
     reader = readers(topic, sent[2], start_message_id_inclusive=inclusive)
-    got = _read_all(reader)
+    got = drain(reader)
     assert _data(got) == [f"m{i}".encode() for i in range(first, 5)]
     assert [m.message_id() for m in got] == sent[first:]
 
@@ -147,14 +138,14 @@ def test_reader_from_message_id_inside_a_batch(
     _produce(client, topic, 1, prefix="before")
     _produce_batch(client, topic, 5)
     _produce(client, topic, 1, prefix="after")
-    everything = _read_all(readers(topic, pulsar.MessageId.earliest))
+    everything = drain(readers(topic, pulsar.MessageId.earliest))
     assert _data(everything) == [b"before0", *(f"b{i}".encode() for i in range(5)), b"after0"]
     batch = everything[1:6]
     assert len({m.message_id().entry_id() for m in batch}) == 1
     assert [m.message_id().batch_index() for m in batch] == list(range(5))
 
     reader = readers(topic, batch[2].message_id(), start_message_id_inclusive=inclusive)
-    got = _read_all(reader)
+    got = drain(reader)
     assert _data(got) == [*(f"b{i}".encode() for i in range(first, 5)), b"after0"]
     assert _ids(got) == _ids(everything[1 + first :])
 
@@ -197,12 +188,12 @@ def test_reader_seek_to_earlier_message_id(
     """After reading everything, a seek goes back; the sought message itself is not re-read (exclusive)."""
     sent = _produce(client, topic, 5)
     reader = readers(topic, pulsar.MessageId.earliest)
-    assert len(_read_all(reader)) == 5
+    assert len(drain(reader)) == 5
     reader.seek(sent[1])
-    got = _read_all(reader)
+    got = drain(reader)
     assert [m.message_id() for m in got] == sent[2:]
     reader.seek(pulsar.MessageId.earliest)
-    assert [m.message_id() for m in _read_all(reader)] == sent
+    assert [m.message_id() for m in drain(reader)] == sent
 
 
 def test_inclusive_reader_seek_rereads_the_sought_message(
@@ -210,9 +201,9 @@ def test_inclusive_reader_seek_rereads_the_sought_message(
 ) -> None:
     sent = _produce(client, topic, 4)
     reader = readers(topic, pulsar.MessageId.earliest, start_message_id_inclusive=True)
-    assert len(_read_all(reader)) == 4
+    assert len(drain(reader)) == 4
     reader.seek(sent[1])
-    assert [m.message_id() for m in _read_all(reader)] == sent[1:]
+    assert [m.message_id() for m in drain(reader)] == sent[1:]
 
 
 def test_reader_seek_to_timestamp(
@@ -223,14 +214,14 @@ def test_reader_seek_to_timestamp(
     time.sleep(0.05)
     _produce(client, topic, 3, prefix="late")
     reader = readers(topic, pulsar.MessageId.earliest)
-    everything = _read_all(reader)
+    everything = drain(reader)
     assert len(everything) == 6
     boundary = everything[3].publish_timestamp()
     assert everything[2].publish_timestamp() < boundary
     reader.seek(boundary)
-    assert _data(_read_all(reader)) == [b"late0", b"late1", b"late2"]
+    assert _data(drain(reader)) == [b"late0", b"late1", b"late2"]
     reader.seek(boundary + 60_000)
-    assert _read_all(reader) == []
+    assert drain(reader) == []
 
 
 # -- 2. consumer seek ---------------------------------------------------------------------------------
@@ -523,7 +514,7 @@ def _stored(url: str, topic: str) -> list[bytes]:
     """Every stored payload, read from the start by a fresh client."""
     c = make_client(url)
     reader = c.create_reader(topic, pulsar.MessageId.earliest)
-    data = _data(_read_all(reader))
+    data = _data(drain(reader))
     reader.close()
     c.close()
     return data
