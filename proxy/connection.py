@@ -165,7 +165,6 @@ class PulsarConnection(protocol.Protocol):
                 consumer.subscription.remove_consumer(consumer)
         self.producers.clear()
         self.consumers.clear()
-        self.service.connection_closed(self)
 
     def close(self, reason: str) -> None:
         """Close this connection, logging why: flush what is written, then FIN (as Pulsar does).
@@ -236,9 +235,7 @@ class PulsarConnection(protocol.Protocol):
         connect = command.connect
         self.client_version = connect.client_version
         if connect.auth_method_name not in ("", "none"):
-            log.info(
-                "[%s] auth method %r ignored: authentication is off", self.peer, connect.auth_method_name
-            )
+            log.info("[%s] auth method %r ignored: authentication is off", self.peer, connect.auth_method_name)
         self.state = State.CONNECTED
         self.protocol_version = min(connect.protocol_version, PROTOCOL_VERSION)
         self.send(
@@ -264,9 +261,7 @@ class PulsarConnection(protocol.Protocol):
                 message=exc.message,
             )
             return
-        self.send(
-            T.PARTITIONED_METADATA_RESPONSE, request_id=request.request_id, partitions=partitions, response=0
-        )
+        self.send(T.PARTITIONED_METADATA_RESPONSE, request_id=request.request_id, partitions=partitions, response=0)
 
     def _on_lookup(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.lookupTopic
@@ -342,9 +337,7 @@ class PulsarConnection(protocol.Protocol):
         send = command.send
         producer = self.producers.get(send.producer_id)
         if producer is None or producer.topic is None or producer not in producer.topic.producers:
-            raise ProtocolError(
-                f"SEND for producer {send.producer_id}, which is not ready on this connection"
-            )
+            raise ProtocolError(f"SEND for producer {send.producer_id}, which is not ready on this connection")
         if body is None:
             raise ProtocolError("SEND without a message body")
         message = parse_body(body)
@@ -581,9 +574,7 @@ class PulsarConnection(protocol.Protocol):
 
     def _on_get_schema(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.getSchema
-        version = (
-            _SCHEMA_VERSION.unpack(request.schema_version)[0] if len(request.schema_version) == 8 else None
-        )
+        version = _SCHEMA_VERSION.unpack(request.schema_version)[0] if len(request.schema_version) == 8 else None
         try:
             name = TopicName.parse(request.topic).partitioned_parent.full
         except BrokerError as exc:

@@ -158,9 +158,7 @@ class BrokerService:
         subscription = consumer.subscription
         assert subscription is not None
         if len(subscription.consumers) > 1 and not force:
-            raise BrokerError(
-                ServerError.MetadataError, "Unconnected or shared consumer attempting to unsubscribe"
-            )
+            raise BrokerError(ServerError.MetadataError, "Unconnected or shared consumer attempting to unsubscribe")
         subscription.consumers.remove(consumer)
         consumer.subscription = None
         subscription.close_consumers()
@@ -182,9 +180,7 @@ class BrokerService:
             else:
                 entry = target.entry
         else:
-            raise BrokerError(
-                ServerError.MetadataError, "Message id and message publish time were not present"
-            )
+            raise BrokerError(ServerError.MetadataError, "Message id and message publish time were not present")
         subscription.reset(entry)
         subscription.close_consumers()
 
@@ -194,9 +190,6 @@ class BrokerService:
         """Count dispatched entries and messages."""
         self.entries_out += entries
         self.messages_out += messages
-
-    def connection_closed(self, connection: PulsarConnection) -> None:
-        """A connection went away (its producers and consumers are already detached)."""
 
 
 class PulsarFactory(protocol.ServerFactory):
