@@ -43,11 +43,17 @@ class PendingAck:
 
     # -- queries used by dispatch --------------------------------------------------------------
 
-    def holds(self, entry_id: int) -> bool:
-        """True when the whole entry is held by a transaction."""
+    def holds(self, entry_id: int, batch_size: int) -> bool:
+        """True when transactions hold the whole entry: all of it, or each of its unacknowledged batch indexes."""
         held = self.held.get(entry_id)
-        if held and any(mask is None for mask in held.values()):
-            return True
+        if held:
+            if any(mask is None for mask in held.values()):
+                return True
+            unacked = self.subscription.cursor.unacked_mask(entry_id)
+            if unacked is None:
+                unacked = (1 << batch_size) - 1
+            if not unacked & ~self.held_indexes(entry_id):
+                return True
         return self.cumulative is not None and entry_id <= self.cumulative[1]
 
     def held_indexes(self, entry_id: int) -> int:
@@ -87,9 +93,13 @@ class PendingAck:
         else:
             for entry_id, unacked, size in acks:
                 acked = None if unacked is None else ((1 << size) - 1) & ~unacked
-                self.held.setdefault(entry_id, {})[txn] = acked
+                holders = self.held.setdefault(entry_id, {})
+                # Several batch-index acks of one entry in one transaction add up.
+                previous = holders.get(txn, 0)
+                holders[txn] = None if acked is None or previous is None else previous | acked
                 state.individual.append((entry_id, acked, size))
-                if consumer is not None:
+                if consumer is not None and acked is None:
+                    # A batch-index ack leaves the consumer holding the entry's other indexes.
                     consumer.pending.discard(entry_id)
         if not replay:
             record = {

@@ -6,7 +6,8 @@ entry of the oldest open transaction (or the last entry when none is open), so o
 appended behind an open transaction wait for it, as in Pulsar. Ending a transaction appends a commit
 or abort marker; aborted transactions are remembered so dispatch skips their entries.
 
-Snapshots of ``max_read_position`` and the aborted set are taken every N ends or T seconds; recovery
+Snapshots of ``max_read_position`` and the aborted set are taken every N changes (ends, and plain
+appends while no transaction is open) or T seconds after one; recovery
 loads the latest snapshot and replays only the log after its ``max_read_position``. A topic that never
 saw a transactional entry has no snapshot and needs no replay.
 """
@@ -56,6 +57,11 @@ class TransactionBuffer:
         self.recovered_from_snapshot = False
         self.replayed_entries = 0
         self.snapshots_taken = 0
+        #: Transactions committed here since the topic was loaded; when the last snapshot and recovery ran.
+        self.committed = 0
+        self.last_snapshot_ms = 0
+        self.recover_start_ms = 0
+        self.recover_end_ms = 0
         self._changes = 0
         self._timer: Cancellable | None = None
 
@@ -105,6 +111,17 @@ class TransactionBuffer:
         self.ongoing.pop(txn, None)
         if action is TxnAction.ABORT:
             self.aborted[txn] = marker
+        else:
+            self.committed += 1
+        self._changed()
+
+    def plain_appended(self) -> None:
+        """A non-transactional entry was staged. With no transaction open it moves ``max_read_position``: count it
+        towards the next snapshot, so that recovery does not replay the plain traffic since the last transaction."""
+        if self.has_snapshot and not self.ongoing:
+            self._changed()
+
+    def _changed(self) -> None:
         self._changes += 1
         if self._changes >= self.policy.max_changes:
             self._stage_snapshot(self.max_read_position)
@@ -138,6 +155,7 @@ class TransactionBuffer:
         self.topic.store.stage_txn_buffer_snapshot(self.topic.topic_id, json.dumps(state))
         self.has_snapshot = True
         self.snapshots_taken += 1
+        self.last_snapshot_ms = now_ms(self.topic.clock)
         self._changes = 0
         if self._timer is not None:
             self._timer.cancel()
@@ -145,8 +163,10 @@ class TransactionBuffer:
 
     def recover(self) -> None:
         """Load the latest snapshot and replay the log after its ``max_read_position``."""
+        self.recover_start_ms = now_ms(self.topic.clock)
         text = self.topic.store.txn_buffer_snapshot(self.topic.topic_id)
         if text is None:
+            self.recover_end_ms = self.recover_start_ms
             return
         state = json.loads(text)
         self.has_snapshot = True
@@ -166,6 +186,7 @@ class TransactionBuffer:
                 position = entry_id + 1
             replayed += len(rows)
         self.replayed_entries = replayed
+        self.recover_end_ms = now_ms(self.topic.clock)
         log.info(
             "%s: transaction buffer recovered from snapshot, replayed %d entries, %d open, %d aborted",
             self.topic.name,

@@ -155,6 +155,7 @@ def test_txn_timeout_aborts(txn_harness: Scenario, url: str) -> None:
 
 
 def test_committed_txn_survives_kill(txn_harness: Scenario, server_factory: ServerFactory) -> None:
+    """Its messages stay visible, and it does not come back OPEN (Pulsar #20150): ending it again is not found."""
     server = server_factory(*SERVER_ARGS)
     topic = _topic("durable")
     before = txn_harness(server.url, "commit_and_verify", topic)
@@ -162,12 +163,14 @@ def test_committed_txn_survives_kill(txn_harness: Scenario, server_factory: Serv
     assert sorted(before["visible_before_crash"]) == [f"K-{i}" for i in range(3)]
     server.kill()
     server.restart()
-    after = txn_harness(server.url, "crash_verify", topic, "post", 10, 6)
+    after = txn_harness(server.url, "crash_verify", topic, "post", 10, 6, before["txn_id"])
     expected = [f"K-{i}" for i in range(3)] + [f"plain-after-{i}" for i in range(3)]
     assert sorted(_payloads(after["received"])) == sorted(expected)
     assert after["extra"] == []
     assert after["new_txn_id"] != before["txn_id"]
     assert after["new_txn_commit_error"] is None
+    assert _error_type(after["old_commit_error"]) == "TransactionNotFoundException"
+    assert _error_type(after["old_abort_error"]) == "TransactionNotFoundException"
 
 
 def test_open_txns_abort_after_kill(txn_harness: Scenario, server_factory: ServerFactory) -> None:

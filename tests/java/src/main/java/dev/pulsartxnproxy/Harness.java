@@ -52,8 +52,8 @@ public final class Harness {
             result.put("observations", observations);
             code = 1;
         }
-        if (scenarios != null && !scenario.equals("crash_prepare")) {
-            // crash_prepare leaves its transactions open on purpose: the process just goes away.
+        if (scenarios != null && !Scenarios.LEAVE_OPEN.contains(scenario)) {
+            // Some scenarios leave transactions open on purpose: the process just goes away.
             try {
                 scenarios.closeAll(5);
             } catch (Exception ignored) {

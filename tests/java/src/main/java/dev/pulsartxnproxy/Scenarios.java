@@ -4,6 +4,8 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static java.util.concurrent.TimeUnit.MILLISECONDS;
 import static java.util.concurrent.TimeUnit.SECONDS;
 
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.IdentityHashMap;
@@ -18,11 +20,14 @@ import java.util.function.Supplier;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
+import org.apache.pulsar.client.api.MessageIdAdv;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.PulsarClientException;
+import org.apache.pulsar.client.api.Reader;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.SubscriptionType;
+import org.apache.pulsar.client.api.TopicMessageId;
 import org.apache.pulsar.client.api.TypedMessageBuilder;
 import org.apache.pulsar.client.api.transaction.Transaction;
 import org.apache.pulsar.client.api.transaction.TxnID;
@@ -41,7 +46,11 @@ final class Scenarios {
             "commit_atomic", "abort_invisible", "read_committed_order", "interleaved_txns",
             "consume_process_produce", "consume_process_produce_abort", "txn_ack_then_abort",
             "commit_after_abort", "ack_conflict", "txn_timeout", "crash_prepare", "commit_and_verify",
-            "crash_verify");
+            "crash_verify", "hang_prepare", "hang_verify", "reader_open_txn", "batch_ack_conflict",
+            "aborted_then_committed", "spin_hold", "end_then_die", "end_verify");
+
+    /** Scenarios that leave the process with open transactions or unanswered requests on purpose: no close. */
+    static final Set<String> LEAVE_OPEN = Set.of("crash_prepare", "hang_prepare", "end_then_die");
 
     /** Bound on any single client future, so that a server that never answers cannot hang the harness. */
     private static final long WAIT_SECONDS = 15;
@@ -94,7 +103,15 @@ final class Scenarios {
             case "crash_prepare" -> crashPrepare(arg(args, 0), Long.parseLong(arg(args, 1)));
             case "commit_and_verify" -> commitAndVerify(arg(args, 0));
             case "crash_verify" -> crashVerify(arg(args, 0), arg(args, 1), Long.parseLong(arg(args, 2)),
-                    Integer.parseInt(arg(args, 3)));
+                    Integer.parseInt(arg(args, 3)), args.size() > 4 ? args.get(4) : null);
+            case "hang_prepare" -> hangPrepare(arg(args, 0), Long.parseLong(arg(args, 1)));
+            case "hang_verify" -> hangVerify(arg(args, 0), arg(args, 1));
+            case "reader_open_txn" -> readerOpenTxn(arg(args, 0));
+            case "batch_ack_conflict" -> batchAckConflict(arg(args, 0));
+            case "aborted_then_committed" -> abortedThenCommitted(arg(args, 0), flag(args, 1, "batched"));
+            case "spin_hold" -> spinHold(arg(args, 0), Path.of(arg(args, 1)), Path.of(arg(args, 2)));
+            case "end_then_die" -> endThenDie(arg(args, 0), flag(args, 1, "commit"));
+            case "end_verify" -> endVerify(arg(args, 0), flag(args, 1, "commit"), arg(args, 2));
             default -> throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
@@ -396,11 +413,12 @@ final class Scenarios {
     }
 
     /**
-     * {@code crash_verify <topic> <subscription> <maxSeconds> <expectCount>}: subscribes (Earliest for a new
-     * subscription), sends plain-after-0..2, receives until expectCount messages or maxSeconds, then a little more; then
-     * opens and commits a new txn (its id must not reuse one from before the crash).
+     * {@code crash_verify <topic> <subscription> <maxSeconds> <expectCount> [oldTxnId]}: subscribes (Earliest for a
+     * new subscription), sends plain-after-0..2, receives until expectCount messages or maxSeconds, then a little more;
+     * then opens and commits a new txn (its id must not reuse one from before the crash). With {@code oldTxnId}
+     * ({@code most:least}, a txn ended before the crash), commits and aborts it again at the coordinator.
      */
-    private void crashVerify(String topic, String subscription, long maxSeconds, int expectCount)
+    private void crashVerify(String topic, String subscription, long maxSeconds, int expectCount, String oldTxn)
             throws Exception {
         Consumer<byte[]> consumer = consumer(subscription, SubscriptionType.Exclusive, topic);
         Producer<byte[]> producer = producer(topic, false);
@@ -414,6 +432,286 @@ final class Scenarios {
         Transaction txn = newTxn(LONG_TXN_SECONDS);
         obs.put("new_txn_id", id(txn));
         obs.put("new_txn_commit_error", outcome(() -> txn.commit().get(WAIT_SECONDS, SECONDS)));
+        if (oldTxn != null) {
+            endAgain(txnId(oldTxn));
+        }
+    }
+
+    // ---------------------------------------------------------------- pitfalls (shared/docs/transaction-pitfalls.md)
+
+    /**
+     * {@code hang_prepare <topic> <timeoutSeconds>} (pitfalls #1, #5): on partition 0, m is sent plainly and received
+     * on Shared subscription s; txn H (with the timeout) acks m and sends t-0; p-0 and p-1 are sent plainly behind it.
+     * A new subscription, watch, sees only m (the rest waits behind H) and acks it. Then the process exits without
+     * ending H, like an application that dies before its commit.
+     */
+    private void hangPrepare(String topic, long timeoutSeconds) throws Exception {
+        String partition = topic + "-partition-0";
+        Producer<byte[]> producer = producer(partition, false);
+        Consumer<byte[]> shared = consumer("s", SubscriptionType.Shared, partition);
+        send(producer, null, "m");
+        Message<byte[]> m = shared.receive(5, SECONDS);
+        obs.put("received", m == null ? null : text(m));
+        if (m == null) {
+            return;
+        }
+        Transaction txn = newTxn(timeoutSeconds);
+        obs.put("txn_id", id(txn));
+        obs.put("ack_error", outcome(() -> shared.acknowledgeAsync(m.getMessageId(), txn).get(WAIT_SECONDS, SECONDS)));
+        send(producer, txn, "t-0");
+        send(producer, null, "p-0");
+        send(producer, null, "p-1");
+        Consumer<byte[]> watch = consumer("watch", SubscriptionType.Exclusive, partition);
+        List<Message<byte[]>> seen = within(watch, QUIET_MS);
+        obs.put("watch_while_open", texts(seen));
+        for (Message<byte[]> msg : seen) {
+            watch.acknowledgeAsync(msg.getMessageId()).get(WAIT_SECONDS, SECONDS);
+        }
+    }
+
+    /**
+     * {@code hang_verify <topic> <txnId>}: after hang_prepare's process died, H times out at the coordinator: watch
+     * gets p-0 and p-1 (t-0 was aborted), s gets m again with p-0 and p-1 (acked plainly), and m acked in a new txn
+     * commits (no "in pending ack status" conflict left over from H). H is then unknown to the coordinator.
+     */
+    private void hangVerify(String topic, String hangingTxn) throws Exception {
+        String partition = topic + "-partition-0";
+        Consumer<byte[]> watch = consumer("watch", SubscriptionType.Exclusive, partition);
+        Consumer<byte[]> shared = consumer("s", SubscriptionType.Shared, partition);
+        long began = System.nanoTime();
+        obs.put("watch_after_timeout", texts(receive(watch, 2, 20_000)));
+        obs.put("watch_waited_ms", (System.nanoTime() - began) / 1_000_000);
+        obs.put("watch_extra", texts(within(watch, EXTRA_MS)));
+        Map<String, Message<byte[]>> byPayload = new LinkedHashMap<>();
+        for (Message<byte[]> msg : receive(shared, 3, 20_000)) {
+            byPayload.put(text(msg), msg);
+        }
+        obs.put("shared_after_timeout", new ArrayList<>(byPayload.keySet()));
+        Message<byte[]> m = byPayload.remove("m");
+        if (m == null) {
+            return;
+        }
+        for (Message<byte[]> msg : byPayload.values()) {
+            shared.acknowledgeAsync(msg.getMessageId()).get(WAIT_SECONDS, SECONDS);
+        }
+        Transaction txn = newTxn(LONG_TXN_SECONDS);
+        obs.put("reack_error", outcome(() -> shared.acknowledgeAsync(m.getMessageId(), txn)
+                .get(WAIT_SECONDS, SECONDS)));
+        obs.put("reack_commit_error", outcome(() -> txn.commit().get(WAIT_SECONDS, SECONDS)));
+        obs.put("shared_after_commit", texts(within(shared, QUIET_MS)));
+        endAgain(txnId(hangingTxn));
+    }
+
+    /**
+     * {@code reader_open_txn <topic>} (pitfalls #2, #11): a Reader on partition 0 reads p0; then t1 (in txn T) and p1
+     * (plain, behind T) are sent. At each step the reader's hasMessageAvailable and getLastMessageIds are recorded:
+     * while T is open neither may point past p0; after T commits they point at p1 (not at T's commit marker); after
+     * txn A sends a1 and aborts they still point at p1 (not at a1 or A's abort marker); after plain p2, at p2.
+     */
+    private void readerOpenTxn(String topic) throws Exception {
+        String partition = topic + "-partition-0";
+        Producer<byte[]> producer = producer(partition, false);
+        obs.put("sent_p0", position(send(producer, null, "p0")));
+        Reader<byte[]> reader = reader(partition);
+        obs.put("read_first", texts(read(reader, 1, 10_000)));
+        obs.put("caught_up", readerState(reader));
+        Transaction txn = newTxn(LONG_TXN_SECONDS);
+        obs.put("sent_t1", position(send(producer, txn, "t1")));
+        obs.put("open_txn", readerState(reader));
+        obs.put("sent_p1", position(send(producer, null, "p1")));
+        obs.put("plain_behind_open_txn", readerState(reader));
+        obs.put("read_while_open", texts(read(reader, Integer.MAX_VALUE, QUIET_MS)));
+        obs.put("commit_error", outcome(() -> txn.commit().get(WAIT_SECONDS, SECONDS)));
+        obs.put("after_commit", readerState(reader));
+        obs.put("read_after_commit", texts(read(reader, 2, 10_000)));
+        obs.put("after_reading", readerState(reader));
+        Transaction aborted = newTxn(LONG_TXN_SECONDS);
+        obs.put("sent_a1", position(send(producer, aborted, "a1")));
+        obs.put("abort_error", outcome(() -> aborted.abort().get(WAIT_SECONDS, SECONDS)));
+        obs.put("after_abort", readerState(reader));
+        obs.put("read_after_abort", texts(read(reader, Integer.MAX_VALUE, QUIET_MS)));
+        obs.put("sent_p2", position(send(producer, null, "p2")));
+        obs.put("after_p2", readerState(reader));
+        obs.put("read_after_p2", texts(read(reader, 1, 10_000)));
+        obs.put("at_end", readerState(reader));
+    }
+
+    /**
+     * {@code batch_ack_conflict <topic>} (pitfall #7): m-0..m-3 are one batch on partition 0, received by a Shared
+     * consumer with batch-index acknowledgement. txn1 acks m-0, txn2 acks m-0 (conflict), txn3 acks m-1 (another
+     * index of the same batch: no conflict), txn4 acks m-1 (conflict). After the commits, a new consumer gets m-2 and
+     * m-3 only; txn5 acks both (two acks of one entry), txn6 acks m-2 (conflict). While txn5 is open a new consumer
+     * gets nothing (every remaining index is held); txn5 commits and nothing is left.
+     */
+    private void batchAckConflict(String topic) throws Exception {
+        String partition = topic + "-partition-0";
+        Producer<byte[]> producer = client.newProducer()
+                .topic(partition)
+                .sendTimeout(0, SECONDS)
+                .enableBatching(true)
+                .batchingMaxMessages(100)
+                .batchingMaxPublishDelay(1, SECONDS)
+                .create();
+        closers.add(producer::closeAsync);
+        sendAll(producer, null, "m-0", "m-1", "m-2", "m-3");
+        Consumer<byte[]> consumer = batchIndexConsumer(partition);
+        Map<String, Message<byte[]>> byPayload = new LinkedHashMap<>();
+        List<Object> positions = new ArrayList<>();
+        for (Message<byte[]> msg : receive(consumer, 4, 10_000)) {
+            byPayload.put(text(msg), msg);
+            positions.add(position(msg.getMessageId()));
+        }
+        obs.put("received", new ArrayList<>(byPayload.keySet()));
+        obs.put("positions", positions);
+        MessageId m0 = byPayload.get("m-0").getMessageId();
+        MessageId m1 = byPayload.get("m-1").getMessageId();
+        Transaction txn1 = newTxn(LONG_TXN_SECONDS);
+        Transaction txn2 = newTxn(LONG_TXN_SECONDS);
+        Transaction txn3 = newTxn(LONG_TXN_SECONDS);
+        Transaction txn4 = newTxn(LONG_TXN_SECONDS);
+        obs.put("txn1_ack_m0", outcome(() -> consumer.acknowledgeAsync(m0, txn1).get(WAIT_SECONDS, SECONDS)));
+        obs.put("txn2_ack_m0", outcome(() -> consumer.acknowledgeAsync(m0, txn2).get(WAIT_SECONDS, SECONDS)));
+        obs.put("txn3_ack_m1", outcome(() -> consumer.acknowledgeAsync(m1, txn3).get(WAIT_SECONDS, SECONDS)));
+        obs.put("txn4_ack_m1", outcome(() -> consumer.acknowledgeAsync(m1, txn4).get(WAIT_SECONDS, SECONDS)));
+        obs.put("commit_errors", List.of(
+                outcomeOrOk(() -> txn1.commit().get(WAIT_SECONDS, SECONDS)),
+                outcomeOrOk(() -> txn2.commit().get(WAIT_SECONDS, SECONDS)),
+                outcomeOrOk(() -> txn3.commit().get(WAIT_SECONDS, SECONDS)),
+                outcomeOrOk(() -> txn4.commit().get(WAIT_SECONDS, SECONDS))));
+        consumer.close();
+        Consumer<byte[]> again = batchIndexConsumer(partition);
+        List<Message<byte[]>> left = receive(again, 2, 10_000);
+        obs.put("left_after_commits", texts(left));
+        obs.put("left_extra", texts(within(again, EXTRA_MS)));
+        Transaction txn5 = newTxn(LONG_TXN_SECONDS);
+        Transaction txn6 = newTxn(LONG_TXN_SECONDS);
+        obs.put("txn5_ack_errors", ackAll(again, left, txn5));
+        if (!left.isEmpty()) {
+            Message<byte[]> first = left.get(0);
+            obs.put("txn6_ack_first", outcome(() -> again.acknowledgeAsync(first.getMessageId(), txn6)
+                    .get(WAIT_SECONDS, SECONDS)));
+        }
+        again.close();
+        Consumer<byte[]> held = batchIndexConsumer(partition);
+        obs.put("while_txn5_holds_rest", texts(within(held, QUIET_MS)));
+        obs.put("txn5_commit_error", outcome(() -> txn5.commit().get(WAIT_SECONDS, SECONDS)));
+        obs.put("txn6_commit_error", outcome(() -> txn6.commit().get(WAIT_SECONDS, SECONDS)));
+        held.close();
+        Consumer<byte[]> last = batchIndexConsumer(partition);
+        obs.put("left_at_end", texts(within(last, QUIET_MS)));
+    }
+
+    /**
+     * {@code aborted_then_committed <topic> [batched]} (pitfall #10): on partition 0, txn A sends a-0..a-2 and aborts,
+     * txn C sends c-0, c-1 and commits, then p-0 is sent plainly. A consumer and a Reader attached before, and a
+     * Reader created after, all get c-0, c-1, p-0 and nothing else, and the readers end with no message available.
+     */
+    private void abortedThenCommitted(String topic, boolean batched) throws Exception {
+        String partition = topic + "-partition-0";
+        obs.put("batched", batched);
+        Consumer<byte[]> consumer = consumer("sub", SubscriptionType.Exclusive, partition);
+        Reader<byte[]> tail = reader(partition);
+        Producer<byte[]> producer = producer(partition, batched);
+        Transaction aborted = newTxn(LONG_TXN_SECONDS);
+        sendAll(producer, aborted, "a-0", "a-1", "a-2");
+        obs.put("abort_error", outcome(() -> aborted.abort().get(WAIT_SECONDS, SECONDS)));
+        Transaction committed = newTxn(LONG_TXN_SECONDS);
+        sendAll(producer, committed, "c-0", "c-1");
+        obs.put("commit_error", outcome(() -> committed.commit().get(WAIT_SECONDS, SECONDS)));
+        sendAll(producer, null, "p-0");
+        obs.put("consumer", texts(receive(consumer, 3, 10_000)));
+        obs.put("consumer_extra", texts(within(consumer, EXTRA_MS)));
+        obs.put("tail_reader", texts(read(tail, 3, 10_000)));
+        obs.put("tail_reader_available", tail.hasMessageAvailable());
+        Reader<byte[]> late = reader(partition);
+        obs.put("late_reader", texts(read(late, 3, 10_000)));
+        obs.put("late_reader_available", late.hasMessageAvailable());
+        obs.put("late_reader_extra", texts(read(late, Integer.MAX_VALUE, EXTRA_MS)));
+    }
+
+    /**
+     * {@code spin_hold <topic> <readyFile> <releaseFile>} (pitfalls #9, #13): on partition 0, m is sent and received
+     * by an Exclusive consumer (acked) and a Shared consumer (acked in txn T, so a pending ack is held); T sends t-0
+     * and p-0..p-9 are sent plainly behind it. While both consumers have permits and wait, the scenario creates
+     * readyFile and idles until releaseFile exists (the test measures the server's CPU meanwhile).
+     * Then: nothing was delivered in the meantime; T commits; both get t-0 and p-0..p-9.
+     */
+    private void spinHold(String topic, Path ready, Path release) throws Exception {
+        String partition = topic + "-partition-0";
+        Producer<byte[]> producer = producer(partition, false);
+        Consumer<byte[]> exclusive = consumer("exclusive", SubscriptionType.Exclusive, partition);
+        Consumer<byte[]> shared = consumer("shared", SubscriptionType.Shared, partition);
+        send(producer, null, "m");
+        Message<byte[]> m1 = exclusive.receive(5, SECONDS);
+        Message<byte[]> m2 = shared.receive(5, SECONDS);
+        obs.put("received", List.of(m1 == null ? "" : text(m1), m2 == null ? "" : text(m2)));
+        if (m1 == null || m2 == null) {
+            return;
+        }
+        exclusive.acknowledgeAsync(m1.getMessageId()).get(WAIT_SECONDS, SECONDS);
+        Transaction txn = newTxn(LONG_TXN_SECONDS);
+        obs.put("ack_error", outcome(() -> shared.acknowledgeAsync(m2.getMessageId(), txn)
+                .get(WAIT_SECONDS, SECONDS)));
+        send(producer, txn, "t-0");
+        List<String> plain = new ArrayList<>();
+        for (int i = 0; i < 10; i++) {
+            plain.add("p-" + i);
+        }
+        sendAll(producer, null, plain.toArray(String[]::new));
+        Files.writeString(ready, "ready");
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        while (!Files.exists(release) && System.nanoTime() < deadline) {
+            Thread.sleep(20);
+        }
+        obs.put("released", Files.exists(release));
+        obs.put("exclusive_while_open", texts(within(exclusive, 200)));
+        obs.put("shared_while_open", texts(within(shared, 200)));
+        obs.put("commit_error", outcome(() -> txn.commit().get(WAIT_SECONDS, SECONDS)));
+        obs.put("exclusive_after_commit", texts(receive(exclusive, 11, 10_000)));
+        obs.put("shared_after_commit", texts(receive(shared, 11, 10_000)));
+        obs.put("extra", texts(within(shared, EXTRA_MS)));
+    }
+
+    /**
+     * {@code end_then_die <topic> <commit|abort>} (for a kill -9 in COMMITTING/ABORTING): in-0..2 are sent plainly
+     * and received on Shared subscription pre; txn E sends K-0..K-5 and acks in-0..2; then E is committed (or
+     * aborted) without waiting. Half a second later a new subscription, post, sees only in-0..2 (the server holds E
+     * in COMMITTING/ABORTING, started with --txn-end-delay-ms), and the process exits.
+     */
+    private void endThenDie(String topic, boolean commit) throws Exception {
+        Consumer<byte[]> pre = consumer("pre", SubscriptionType.Shared, topic);
+        Producer<byte[]> producer = producer(topic, false);
+        for (int i = 0; i < 3; i++) {
+            send(producer, null, "in-" + i);
+        }
+        List<Message<byte[]>> in = receive(pre, 3, 10_000);
+        obs.put("received", texts(in));
+        Transaction txn = newTxn(LONG_TXN_SECONDS);
+        obs.put("txn_id", id(txn));
+        for (int i = 0; i < 6; i++) {
+            send(producer, txn, "K-" + i);
+        }
+        obs.put("ack_errors", ackAll(pre, in, txn));
+        CompletableFuture<Void> end = commit ? txn.commit() : txn.abort();
+        Thread.sleep(500);
+        Consumer<byte[]> post = consumer("post", SubscriptionType.Exclusive, topic);
+        obs.put("visible_while_ending", texts(within(post, 500)));
+        obs.put("end_completed", end.isDone());
+    }
+
+    /**
+     * {@code end_verify <topic> <commit|abort> <txnId>}: after the kill and restart, a new subscription, after, gets
+     * in-0..2 and, if E committed, all of K-0..K-5; subscription pre gets K-0..K-5 (E's acks of in-0..2 applied) if
+     * E committed, or in-0..2 again if it aborted. E is unknown to the coordinator.
+     */
+    private void endVerify(String topic, boolean commit, String endedTxn) throws Exception {
+        Consumer<byte[]> after = consumer("after", SubscriptionType.Exclusive, topic);
+        obs.put("after", texts(receive(after, commit ? 9 : 3, 15_000)));
+        obs.put("after_extra", texts(within(after, EXTRA_MS)));
+        Consumer<byte[]> pre = consumer("pre", SubscriptionType.Shared, topic);
+        obs.put("pre", texts(receive(pre, commit ? 6 : 3, 10_000)));
+        obs.put("pre_extra", texts(within(pre, EXTRA_MS)));
+        endAgain(txnId(endedTxn));
     }
 
     // ---------------------------------------------------------------- helpers
@@ -454,6 +752,48 @@ final class Scenarios {
         return consumer;
     }
 
+    /** A Shared consumer of subscription sub with batch-index acknowledgement. */
+    private Consumer<byte[]> batchIndexConsumer(String topic) throws PulsarClientException {
+        Consumer<byte[]> consumer = client.newConsumer()
+                .topic(topic)
+                .subscriptionName("sub")
+                .subscriptionType(SubscriptionType.Shared)
+                .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
+                .enableBatchIndexAcknowledgment(true)
+                .acknowledgmentGroupTime(0, MILLISECONDS)
+                .isAckReceiptEnabled(true)
+                .subscribe();
+        closers.add(consumer::closeAsync);
+        return consumer;
+    }
+
+    /** A Reader from the earliest message. */
+    private Reader<byte[]> reader(String topic) throws PulsarClientException {
+        Reader<byte[]> reader = client.newReader().topic(topic).startMessageId(MessageId.earliest).create();
+        closers.add(reader::closeAsync);
+        return reader;
+    }
+
+    /** {available: hasMessageAvailable(), last: the position getLastMessageIds() names}. */
+    private static Map<String, Object> readerState(Reader<byte[]> reader) throws PulsarClientException {
+        Map<String, Object> state = new LinkedHashMap<>();
+        state.put("available", reader.hasMessageAvailable());
+        List<TopicMessageId> last = reader.getLastMessageIds();
+        state.put("last", last.isEmpty() ? null : position(last.get(0)));
+        return state;
+    }
+
+    /** Commits and then aborts a txn by id at the coordinator; both outcomes. */
+    private void endAgain(TxnID txn) {
+        obs.put("old_commit_error", outcome(() -> tc().commitAsync(txn).get(WAIT_SECONDS, SECONDS)));
+        obs.put("old_abort_error", outcome(() -> tc().abortAsync(txn).get(WAIT_SECONDS, SECONDS)));
+    }
+
+    private static TxnID txnId(String text) {
+        String[] parts = text.split(":");
+        return new TxnID(Long.parseLong(parts[0]), Long.parseLong(parts[1]));
+    }
+
     private Transaction newTxn(long timeoutSeconds) throws Exception {
         return client.newTransaction()
                 .withTransactionTimeout(timeoutSeconds, SECONDS)
@@ -473,6 +813,18 @@ final class Scenarios {
 
     private static MessageId send(Producer<byte[]> producer, Transaction txn, String payload) throws Exception {
         return message(producer, txn, payload).sendAsync().get(WAIT_SECONDS, SECONDS);
+    }
+
+    /** Sends the payloads asynchronously (one batch when batching), then waits for every receipt. */
+    private static void sendAll(Producer<byte[]> producer, Transaction txn, String... payloads) throws Exception {
+        List<CompletableFuture<MessageId>> sends = new ArrayList<>();
+        for (String payload : payloads) {
+            sends.add(message(producer, txn, payload).sendAsync());
+        }
+        producer.flush();
+        for (CompletableFuture<MessageId> send : sends) {
+            send.get(WAIT_SECONDS, SECONDS);
+        }
     }
 
     /** Acks each message in {@code txn}; one outcome per message (null = acknowledged). */
@@ -496,6 +848,25 @@ final class Scenarios {
                 break;
             }
             Message<byte[]> msg = consumer.receive((int) left, MILLISECONDS);
+            if (msg == null) {
+                break;
+            }
+            received.add(msg);
+        }
+        return received;
+    }
+
+    /** Reads until {@code count} messages arrived or {@code timeoutMs} passed. */
+    private static List<Message<byte[]>> read(Reader<byte[]> reader, int count, long timeoutMs)
+            throws PulsarClientException {
+        List<Message<byte[]>> received = new ArrayList<>();
+        long deadline = System.nanoTime() + timeoutMs * 1_000_000;
+        while (received.size() < count) {
+            long left = (deadline - System.nanoTime()) / 1_000_000;
+            if (left <= 0) {
+                break;
+            }
+            Message<byte[]> msg = reader.readNext((int) left, MILLISECONDS);
             if (msg == null) {
                 break;
             }
@@ -535,6 +906,15 @@ final class Scenarios {
         return out;
     }
 
+    /** {@code ledger:entry} of a message id, with {@code :batchIndex} for a message of a batch. */
+    private static String position(MessageId messageId) {
+        if (messageId instanceof MessageIdAdv adv) {
+            String at = adv.getLedgerId() + ":" + adv.getEntryId();
+            return adv.getBatchIndex() >= 0 ? at + ":" + adv.getBatchIndex() : at;
+        }
+        return messageId.toString();
+    }
+
     private static String id(Transaction txn) {
         TxnID id = txn.getTxnID();
         return id.getMostSigBits() + ":" + id.getLeastSigBits();
@@ -551,6 +931,12 @@ final class Scenarios {
         } catch (Exception e) {
             return describe(e);
         }
+    }
+
+    /** Like {@link #outcome}, but "ok" instead of null, for lists of outcomes. */
+    private static Object outcomeOrOk(Step step) {
+        Map<String, Object> result = outcome(step);
+        return result == null ? "ok" : result;
     }
 
     /**

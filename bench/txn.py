@@ -1,0 +1,272 @@
+"""Transaction figures: throughput, the cost of a transaction, and recovery of a large topic.
+
+- Transactions per second, 1 message each, from N concurrent official Java clients (one PulsarClient and thread
+  each, in one JVM: ``dev.pulsartxnproxy.TxnBench`` in tests/java), each looping newTransaction, send, commit.
+- The time to send 100 messages inside one transaction (open, send, commit) against sending the same 100
+  plainly, alternating, on one client and server; medians and their ratio, batched and unbatched.
+- Recovery, in-process on the engine: a topic with 1,000,000 entries and a recent transaction-buffer snapshot is
+  reopened; the time to load it and the entries its transaction buffer replayed. Then the same for a topic whose
+  transactions came first, followed by 1,000,000 plain entries published through the engine and a kill.
+
+Run: ``.venv/bin/python bench/txn.py`` (needs Java 17+ and Maven, like the transaction tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from engine.broker import Broker
+from engine.clock import ManualClock
+from engine.store import Store
+from engine.subscription import Consumer, Delivery
+from engine.topic import AccessMode, Producer
+from engine.transactions import TxnAction, TxnId
+from tests.server_process import ServerProcess
+from tests.txn_harness import build_harness
+from wire.framing import make_body
+from wire.pulsar_api_pb2 import MessageMetadata
+
+PAYLOAD = b"x" * 100
+RECOVERY_TOPIC = "persistent://public/default/recovery"
+#: Entries written per store transaction while filling the recovery topic.
+FILL_BATCH = 100_000
+#: The load generator shares the cores with the server: C1-compiled code and the serial collector cost it about a
+#: third less CPU than the defaults, for the same or more transactions per second.
+JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+
+
+def java_bench(classpath: str, *args: object, timeout: float = 600) -> dict[str, Any]:
+    """Run ``TxnBench`` and return its JSON line."""
+    command = ["java", *JVM_OPTIONS, "-cp", classpath, "dev.pulsartxnproxy.TxnBench", *map(str, args)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f"TxnBench {args} failed ({result.returncode}):\n{result.stdout}\n{result.stderr[-5000:]}")
+    return json.loads(lines[-1])
+
+
+# -- recovery, in-process --------------------------------------------------------------------------------
+
+
+class _Sink:
+    """A producer connection that ignores what the engine tells it."""
+
+    def close_producer(self, producer: Producer) -> None:
+        pass
+
+    def producer_ready(self, producer: Producer) -> None:
+        pass
+
+    def deliver(self, consumer: Consumer, deliveries: list[Delivery]) -> None:
+        pass
+
+    def active_consumer_change(self, consumer: Consumer, is_active: bool) -> None:
+        pass
+
+    def close_consumer(self, consumer: Consumer) -> None:
+        pass
+
+
+def _open_broker(path: Path, clock: ManualClock) -> Broker:
+    return Broker(Store(path / "store.sqlite"), clock)
+
+
+def _fill(path: Path, entries: int) -> float:
+    """Write ``entries`` plain entries to the recovery topic in large store transactions; seconds taken."""
+    broker = _open_broker(path, ManualClock())
+    topic = broker.topic(RECOVERY_TOPIC)
+    began = time.perf_counter()
+    publish_time = int(time.time() * 1000)
+    body = make_body(MessageMetadata(producer_name="fill", sequence_id=0, publish_time=publish_time), PAYLOAD)
+    for start in range(topic.next_entry_id, topic.next_entry_id + entries, FILL_BATCH):
+        for entry_id in range(start, min(start + FILL_BATCH, topic.next_entry_id + entries)):
+            broker.store.stage_entry(topic.topic_id, entry_id, publish_time, body)
+        broker.store.commit()
+    elapsed = time.perf_counter() - began
+    broker.close()
+    return elapsed
+
+
+def _publish(path: Path, entries: int) -> float:
+    """Publish ``entries`` plain entries to the recovery topic through the engine (as producers do); seconds."""
+    clock = ManualClock(time.time())
+    broker = _open_broker(path, clock)
+    topic = broker.topic(RECOVERY_TOPIC)
+    producer = Producer(2, "plain", AccessMode.SHARED, 0, _Sink())
+    topic.add_producer(producer)
+    meta = MessageMetadata(producer_name="plain", sequence_id=0, publish_time=int(clock.now() * 1000))
+    body = make_body(meta, PAYLOAD)
+    results: list[object] = []
+    began = time.perf_counter()
+    for i in range(entries):
+        topic.publish(producer, i, -1, body, meta, results.append)
+        if i % 10_000 == 9_999:
+            clock.advance(0)
+            results.clear()
+    clock.advance(0)
+    elapsed = time.perf_counter() - began
+    # Closed without a final snapshot, as by a kill: what the last snapshot recorded is what recovery starts from.
+    broker.store.close()
+    return elapsed
+
+
+def _transactions(path: Path, count: int, snapshot: bool) -> None:
+    """Run ``count`` transactions of 3 messages on the recovery topic (every 4th aborts); ``snapshot``: let the
+    transaction buffer's timed snapshot happen before closing."""
+    clock = ManualClock(time.time())
+    broker = _open_broker(path, clock)
+    topic = broker.topic(RECOVERY_TOPIC)
+    producer = Producer(1, "txn", AccessMode.SHARED, 0, _Sink())
+    topic.add_producer(producer)
+    results: list[object] = []
+    sequence = 0
+    for i in range(count):
+        box: list[TxnId] = []
+        broker.coordinators.new_txn(0, 60_000, box.append)
+        clock.advance(0)
+        txn = box[0]
+        broker.coordinators.add_partitions(txn, [RECOVERY_TOPIC], results.append)
+        for _ in range(3):
+            sequence += 1
+            meta = MessageMetadata(producer_name="txn", sequence_id=sequence, publish_time=int(clock.now() * 1000))
+            meta.txnid_most_bits, meta.txnid_least_bits = txn
+            topic.publish(producer, sequence, -1, make_body(meta, PAYLOAD), meta, results.append, txn)
+        clock.advance(0)
+        action = TxnAction.ABORT if i % 4 == 3 else TxnAction.COMMIT
+        broker.coordinators.end(txn, action, results.append)
+        clock.advance(0)
+        clock.advance(0)
+    if snapshot:
+        clock.advance(broker.config.snapshot_policy.interval_seconds + 1)
+        clock.advance(0)
+    broker.close()
+
+
+def _load(path: Path) -> dict[str, Any]:
+    """Open a broker on the store and load the recovery topic; timings and the buffer's recovery figures."""
+    began = time.perf_counter()
+    broker = _open_broker(path, ManualClock(time.time()))
+    opened = time.perf_counter()
+    topic = broker.topic(RECOVERY_TOPIC)
+    loaded = time.perf_counter()
+    figures = {
+        "entries": topic.last_confirmed + 1,
+        "broker_open_s": opened - began,
+        "topic_load_s": loaded - opened,
+        "replayed_entries": topic.txn_buffer.replayed_entries,
+        "from_snapshot": topic.txn_buffer.recovered_from_snapshot,
+        "aborted_txns": len(topic.txn_buffer.aborted),
+    }
+    broker.close()
+    return figures
+
+
+def recovery(entries: int, workdir: Path) -> dict[str, Any]:
+    """Recovery of a topic with ``entries`` entries and a recent snapshot (transactions ran after the fill)."""
+    path = workdir / "recovery"
+    path.mkdir()
+    fill_s = _fill(path, entries)
+    _transactions(path, 40, snapshot=True)
+    figures = _load(path)
+    figures["fill_s"] = fill_s
+    return figures
+
+
+def recovery_after_plain_traffic(entries: int, workdir: Path) -> dict[str, Any]:
+    """Recovery of a topic whose transactions ran first, followed by ``entries`` plain entries published through
+    the engine and a kill: the snapshot must have followed the plain traffic (Pulsar #19200)."""
+    path = workdir / "recovery-plain"
+    path.mkdir()
+    _transactions(path, 40, snapshot=True)
+    publish_s = _publish(path, entries)
+    figures = _load(path)
+    figures["publish_s"] = publish_s
+    return figures
+
+
+# -- the report -----------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=8, help="concurrent clients for the throughput figure")
+    parser.add_argument("--seconds", type=float, default=10, help="measured seconds of the throughput figure")
+    parser.add_argument("--warmup", type=float, default=3, help="warm-up seconds before measuring")
+    parser.add_argument("--messages", type=int, default=100, help="messages per transaction for the cost figure")
+    parser.add_argument("--repetitions", type=int, default=100, help="repetitions of the cost figure")
+    parser.add_argument("--entries", type=int, default=1_000_000, help="entries of the recovered topic")
+    args = parser.parse_args()
+
+    classpath = build_harness()
+    with tempfile.TemporaryDirectory(prefix="bench-txn-") as tmp:
+        workdir = Path(tmp)
+        server = ServerProcess(workdir / "data", "--log-level", "WARNING").start()
+        try:
+            topic = f"persistent://public/default/bench-txn-{uuid.uuid4().hex[:8]}"
+            throughput = java_bench(classpath, "throughput", server.url, topic, args.clients, args.seconds, args.warmup)
+            costs = {
+                mode: java_bench(
+                    classpath, "cost", server.url, f"{topic}-cost-{mode}", args.messages, args.repetitions, mode
+                )
+                for mode in ("unbatched", "batched")
+            }
+        finally:
+            server.stop()
+        recovered = recovery(args.entries, workdir)
+        after_plain = recovery_after_plain_traffic(args.entries, workdir)
+
+    rows = [
+        (
+            f"transactions/s ({args.clients} clients, 1 msg each)",
+            f"{throughput['txn_per_second']:,.0f}",
+            ">= 1,000",
+            f"p50 {throughput['latency_p50_ms']:.1f} ms, p99 {throughput['latency_p99_ms']:.1f} ms, "
+            f"{throughput['failed']} failed",
+        )
+    ]
+    for mode, cost in costs.items():
+        rows.append(
+            (
+                f"{args.messages} msgs in 1 txn vs plain ({mode})",
+                f"{cost['ratio']:.2f}x",
+                "<= 1.5x",
+                f"txn {cost['txn_median_ms']:.1f} ms, plain {cost['plain_median_ms']:.1f} ms (medians of "
+                f"{cost['repetitions']})",
+            )
+        )
+    rows.append(
+        (
+            f"recovery of {recovered['entries']:,} entries",
+            f"{recovered['topic_load_s']:.3f} s",
+            "< 2 s",
+            f"replayed {recovered['replayed_entries']} entries, snapshot {recovered['from_snapshot']}, broker open "
+            f"{recovered['broker_open_s']:.3f} s (fill {recovered['fill_s']:.1f} s)",
+        )
+    )
+    rows.append(
+        (
+            f"recovery, {after_plain['entries']:,} entries after the last txn",
+            f"{after_plain['topic_load_s']:.3f} s",
+            "< 2 s",
+            f"replayed {after_plain['replayed_entries']} entries, snapshot {after_plain['from_snapshot']} "
+            f"(published through the engine in {after_plain['publish_s']:.1f} s, then killed)",
+        )
+    )
+    widths = [max(len(row[i]) for row in [("figure", "value", "target", "details"), *rows]) for i in range(3)]
+    header = ("figure", "value", "target", "details")
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(widths[i]) if i < 3 else cell for i, cell in enumerate(row)))
+    print(json.dumps({"throughput": throughput, "cost": costs, "recovery": recovered, "recovery_plain": after_plain}))
+
+
+if __name__ == "__main__":
+    main()

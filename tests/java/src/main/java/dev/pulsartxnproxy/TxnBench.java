@@ -1,0 +1,221 @@
+package dev.pulsartxnproxy;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static java.util.concurrent.TimeUnit.SECONDS;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import org.apache.pulsar.client.api.MessageId;
+import org.apache.pulsar.client.api.Producer;
+import org.apache.pulsar.client.api.PulsarClient;
+import org.apache.pulsar.client.api.PulsarClientException;
+import org.apache.pulsar.client.api.transaction.Transaction;
+
+/**
+ * The transaction load generator behind {@code bench/txn.py}; prints one JSON line of figures.
+ *
+ * <ul>
+ *   <li>{@code throughput <url> <topic> <clients> <seconds> <warmupSeconds>}: one PulsarClient and thread per
+ *       client, each looping newTransaction, send 1 message, commit; committed transactions per second.</li>
+ *   <li>{@code cost <url> <topic> <messages> <repetitions> <batched|unbatched>}: the time to send {@code messages}
+ *       messages and wait for their receipts, plainly and inside one transaction (open, send, commit), alternating,
+ *       on one client; medians and their ratio.</li>
+ * </ul>
+ */
+public final class TxnBench {
+
+    private static final byte[] PAYLOAD = "x".repeat(100).getBytes(UTF_8);
+    private static final long TXN_TIMEOUT_SECONDS = 60;
+    private static final int WARMING_UP = 0;
+    private static final int MEASURING = 1;
+    private static final int DONE = 2;
+
+    private TxnBench() {
+    }
+
+    public static void main(String[] argv) throws Exception {
+        if (argv.length < 2) {
+            System.err.println("usage: TxnBench throughput|cost <serviceUrl> ...");
+            System.exit(2);
+        }
+        List<String> args = Arrays.asList(argv).subList(2, argv.length);
+        Map<String, Object> result = switch (argv[0]) {
+            case "throughput" -> throughput(argv[1], args.get(0), Integer.parseInt(args.get(1)),
+                    Double.parseDouble(args.get(2)), Double.parseDouble(args.get(3)));
+            case "cost" -> cost(argv[1], args.get(0), Integer.parseInt(args.get(1)), Integer.parseInt(args.get(2)),
+                    args.get(3).equals("batched"));
+            default -> throw new IllegalArgumentException("unknown mode " + argv[0]);
+        };
+        System.out.println(Json.write(result));
+        System.out.flush();
+        System.exit(0);
+    }
+
+    private static PulsarClient client(String url) throws PulsarClientException {
+        return PulsarClient.builder()
+                .serviceUrl(url)
+                .enableTransaction(true)
+                .operationTimeout(30, SECONDS)
+                .build();
+    }
+
+    private static Producer<byte[]> producer(PulsarClient client, String topic, boolean batched)
+            throws PulsarClientException {
+        return client.newProducer()
+                .topic(topic)
+                .enableBatching(batched)
+                .batchingMaxMessages(1000)
+                .batchingMaxPublishDelay(1, TimeUnit.MILLISECONDS)
+                .maxPendingMessages(10_000)
+                .blockIfQueueFull(true)
+                .sendTimeout(0, SECONDS)
+                .create();
+    }
+
+    private static Transaction newTxn(PulsarClient client) throws Exception {
+        return client.newTransaction().withTransactionTimeout(TXN_TIMEOUT_SECONDS, SECONDS).build().get();
+    }
+
+    /** Committed transactions per second with {@code clients} concurrent loops of open, send 1, commit. */
+    private static Map<String, Object> throughput(String url, String topic, int clients, double seconds,
+            double warmupSeconds) throws Exception {
+        List<PulsarClient> pulsarClients = new ArrayList<>();
+        List<Producer<byte[]>> producers = new ArrayList<>();
+        for (int i = 0; i < clients; i++) {
+            PulsarClient client = client(url);
+            pulsarClients.add(client);
+            producers.add(producer(client, topic, false));
+        }
+        AtomicLong measured = new AtomicLong();
+        AtomicLong failed = new AtomicLong();
+        AtomicReference<String> firstError = new AtomicReference<>();
+        AtomicInteger phase = new AtomicInteger(WARMING_UP);
+        List<List<Long>> latencies = new ArrayList<>();
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < clients; i++) {
+            PulsarClient client = pulsarClients.get(i);
+            Producer<byte[]> producer = producers.get(i);
+            List<Long> samples = new ArrayList<>();
+            latencies.add(samples);
+            Thread thread = new Thread(() -> {
+                int state;
+                while ((state = phase.get()) != DONE) {
+                    long began = System.nanoTime();
+                    try {
+                        Transaction txn = newTxn(client);
+                        producer.newMessage(txn).value(PAYLOAD).sendAsync();
+                        txn.commit().get();
+                    } catch (Exception e) {
+                        failed.incrementAndGet();
+                        firstError.compareAndSet(null, Scenarios.describe(e).toString());
+                        continue;
+                    }
+                    if (state == MEASURING && phase.get() == MEASURING) {
+                        measured.incrementAndGet();
+                        samples.add(System.nanoTime() - began);
+                    }
+                }
+            });
+            threads.add(thread);
+            thread.start();
+        }
+        Thread.sleep((long) (warmupSeconds * 1000));
+        phase.set(MEASURING);
+        long started = System.nanoTime();
+        Thread.sleep((long) (seconds * 1000));
+        phase.set(DONE);
+        long committed = measured.get();
+        long elapsed = System.nanoTime() - started;
+        for (Thread thread : threads) {
+            thread.join(60_000);
+        }
+        List<Long> all = new ArrayList<>();
+        for (List<Long> samples : latencies) {
+            all.addAll(samples);
+        }
+        all.sort(null);
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("clients", clients);
+        out.put("seconds", elapsed / 1e9);
+        out.put("committed", committed);
+        out.put("txn_per_second", committed / (elapsed / 1e9));
+        out.put("latency_p50_ms", percentile(all, 0.50));
+        out.put("latency_p99_ms", percentile(all, 0.99));
+        out.put("failed", failed.get());
+        out.put("first_error", firstError.get());
+        return out;
+    }
+
+    /** Time per {@code messages} messages sent plainly and in one transaction, alternating, on one client. */
+    private static Map<String, Object> cost(String url, String topic, int messages, int repetitions,
+            boolean batched) throws Exception {
+        PulsarClient client = client(url);
+        Producer<byte[]> producer = producer(client, topic, batched);
+        List<Long> plain = new ArrayList<>();
+        List<Long> inTxn = new ArrayList<>();
+        int warmup = Math.max(5, repetitions / 10);
+        for (int rep = 0; rep < warmup + repetitions; rep++) {
+            // Alternate which goes first, so that neither always follows the other's commit.
+            boolean txnFirst = rep % 2 == 1;
+            long a = txnFirst ? timeTxn(client, producer, messages) : timePlain(producer, messages);
+            long b = txnFirst ? timePlain(producer, messages) : timeTxn(client, producer, messages);
+            if (rep >= warmup) {
+                plain.add(txnFirst ? b : a);
+                inTxn.add(txnFirst ? a : b);
+            }
+        }
+        plain.sort(null);
+        inTxn.sort(null);
+        double plainMedian = percentile(plain, 0.5);
+        double txnMedian = percentile(inTxn, 0.5);
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("messages", messages);
+        out.put("repetitions", repetitions);
+        out.put("batched", batched);
+        out.put("plain_median_ms", plainMedian);
+        out.put("plain_p90_ms", percentile(plain, 0.9));
+        out.put("txn_median_ms", txnMedian);
+        out.put("txn_p90_ms", percentile(inTxn, 0.9));
+        out.put("ratio", txnMedian / plainMedian);
+        return out;
+    }
+
+    private static long timePlain(Producer<byte[]> producer, int messages) throws Exception {
+        long began = System.nanoTime();
+        List<CompletableFuture<MessageId>> sends = new ArrayList<>(messages);
+        for (int i = 0; i < messages; i++) {
+            sends.add(producer.newMessage().value(PAYLOAD).sendAsync());
+        }
+        producer.flushAsync();
+        CompletableFuture.allOf(sends.toArray(CompletableFuture[]::new)).get(60, SECONDS);
+        return System.nanoTime() - began;
+    }
+
+    private static long timeTxn(PulsarClient client, Producer<byte[]> producer, int messages) throws Exception {
+        long began = System.nanoTime();
+        Transaction txn = newTxn(client);
+        for (int i = 0; i < messages; i++) {
+            producer.newMessage(txn).value(PAYLOAD).sendAsync();
+        }
+        producer.flushAsync();
+        txn.commit().get(60, SECONDS);
+        return System.nanoTime() - began;
+    }
+
+    /** The {@code q} quantile of sorted nanosecond samples, in milliseconds (null without samples). */
+    private static Double percentile(List<Long> sorted, double q) {
+        if (sorted.isEmpty()) {
+            return null;
+        }
+        int index = Math.min(sorted.size() - 1, (int) Math.floor(q * sorted.size()));
+        return sorted.get(index) / 1e6;
+    }
+}

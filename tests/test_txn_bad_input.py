@@ -1,0 +1,295 @@
+"""Transaction commands that name unknown transactions or coordinators, or come in the wrong state, on raw sockets.
+
+Each gets the error code a Pulsar broker answers with, on the response type of the request; the connection stays
+open and an official-client producer and consumer connected beforehand keep working.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+
+from tests.server_process import ServerProcess
+from tests.test_bad_input import RawConnection, Witness
+from wire.framing import encode_payload_command, make_body
+from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata, ServerError, TxnAction
+
+T = BaseCommand
+#: How long the delayed server holds a transaction in COMMITTING/ABORTING.
+END_DELAY_MS = 1500
+UNKNOWN_TC = 999
+#: Timeout of the transaction in the send test, which then outlives it.
+TXN_TTL_MS = 1500
+
+
+@pytest.fixture
+def witness(server: ServerProcess) -> Iterator[Witness]:
+    """Official-client traffic that must work before and after the bad input."""
+    w = Witness(server.url)
+    w.check()
+    yield w
+    w.check()
+    w.client.close()
+    assert server.process is not None and server.process.poll() is None, "the server died"
+
+
+@pytest.fixture
+def raw(server: ServerProcess) -> Iterator[RawConnection]:
+    """A protocol-20 connection that announced coordinator 0 (as clients do)."""
+    conn = RawConnection(server.port)
+    conn.handshake()
+    _tc_connect(conn, 0)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture(scope="module")
+def delayed() -> Iterator[ServerProcess]:
+    """A server that holds each ending transaction in COMMITTING/ABORTING for END_DELAY_MS."""
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = ServerProcess(Path(tmp) / "data", "--txn-end-delay-ms", str(END_DELAY_MS)).start()
+        yield proc
+        proc.stop()
+
+
+_REQUEST_IDS = itertools.count(1000)
+
+
+def rid() -> int:
+    """A fresh request id."""
+    return next(_REQUEST_IDS)
+
+
+def _tc_connect(conn: RawConnection, tc_id: int) -> BaseCommand:
+    conn.send(T.TC_CLIENT_CONNECT_REQUEST, request_id=rid(), tc_id=tc_id)
+    return conn.expect(T.TC_CLIENT_CONNECT_RESPONSE).tcClientConnectResponse
+
+
+def _new_txn(conn: RawConnection, tc_id: int = 0, ttl_ms: int = 60_000) -> BaseCommand:
+    request_id = rid()
+    conn.send(T.NEW_TXN, request_id=request_id, tc_id=tc_id, txn_ttl_millis=ttl_ms)
+    response = conn.expect(T.NEW_TXN_RESPONSE).newTxnResponse
+    assert response.request_id == request_id
+    return response
+
+
+def _open(conn: RawConnection, ttl_ms: int = 60_000) -> tuple[int, int]:
+    response = _new_txn(conn, ttl_ms=ttl_ms)
+    assert not response.HasField("error"), response
+    return response.txnid_most_bits, response.txnid_least_bits
+
+
+def _txn_fields(txn: tuple[int, int]) -> dict[str, int]:
+    return {"txnid_most_bits": txn[0], "txnid_least_bits": txn[1]}
+
+
+def _send_end(conn: RawConnection, txn: tuple[int, int], action: int) -> int:
+    request_id = rid()
+    conn.send(T.END_TXN, request_id=request_id, txn_action=action, **_txn_fields(txn))
+    return request_id
+
+
+def _end(conn: RawConnection, txn: tuple[int, int], action: int) -> BaseCommand:
+    request_id = _send_end(conn, txn, action)
+    response = conn.expect(T.END_TXN_RESPONSE).endTxnResponse
+    assert response.request_id == request_id
+    return response
+
+
+def _add_partition(conn: RawConnection, txn: tuple[int, int], topic: str) -> BaseCommand:
+    conn.send(T.ADD_PARTITION_TO_TXN, request_id=rid(), partitions=[topic], **_txn_fields(txn))
+    return conn.expect(T.ADD_PARTITION_TO_TXN_RESPONSE).addPartitionToTxnResponse
+
+
+def _add_subscription(conn: RawConnection, txn: tuple[int, int], topic: str) -> BaseCommand:
+    conn.send(
+        T.ADD_SUBSCRIPTION_TO_TXN,
+        request_id=rid(),
+        subscription=[{"topic": topic, "subscription": "sub"}],
+        **_txn_fields(txn),
+    )
+    return conn.expect(T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE).addSubscriptionToTxnResponse
+
+
+def _topic() -> str:
+    return f"persistent://public/default/raw-txn-{uuid.uuid4().hex[:12]}"
+
+
+def _error(response: BaseCommand) -> int | None:
+    return response.error if response.HasField("error") else None
+
+
+# -- coordinators ---------------------------------------------------------------------------------------
+
+
+def test_unknown_coordinator(witness: Witness, raw: RawConnection) -> None:
+    assert _error(_tc_connect(raw, UNKNOWN_TC)) == ServerError.TransactionCoordinatorNotFound
+    response = _new_txn(raw, tc_id=UNKNOWN_TC)
+    assert _error(response) == ServerError.TransactionCoordinatorNotFound
+    assert f"{UNKNOWN_TC}" in response.message
+    assert _error(_end(raw, (UNKNOWN_TC, 1), TxnAction.COMMIT)) == ServerError.TransactionCoordinatorNotFound
+    assert _error(_add_partition(raw, (UNKNOWN_TC, 1), _topic())) == ServerError.TransactionCoordinatorNotFound
+    raw.assert_open()
+    # The connection still works for a real coordinator.
+    _open(raw)
+
+
+def test_commands_before_tc_client_connect(witness: Witness, server: ServerProcess) -> None:
+    """From protocol 19 on, a coordinator must be announced with TC_CLIENT_CONNECT before it is used."""
+    announced = RawConnection(server.port)
+    announced.handshake()
+    _tc_connect(announced, 0)
+    txn = _open(announced)
+    conn = RawConnection(server.port)
+    try:
+        conn.handshake()
+        assert _error(_new_txn(conn)) == ServerError.TransactionCoordinatorNotFound
+        assert _error(_add_partition(conn, txn, _topic())) == ServerError.TransactionCoordinatorNotFound
+        assert _error(_add_subscription(conn, txn, _topic())) == ServerError.TransactionCoordinatorNotFound
+        assert _error(_end(conn, txn, TxnAction.COMMIT)) == ServerError.TransactionCoordinatorNotFound
+        conn.assert_open()
+        # Announcing it makes the same requests work; the txn was not touched by the refused END_TXN.
+        assert _error(_tc_connect(conn, 0)) is None
+        assert _error(_end(conn, txn, TxnAction.COMMIT)) is None
+    finally:
+        conn.close()
+        announced.close()
+
+
+def test_old_protocol_needs_no_tc_client_connect(witness: Witness, server: ServerProcess) -> None:
+    """Clients before protocol 19 never send TC_CLIENT_CONNECT."""
+    conn = RawConnection(server.port)
+    try:
+        conn.send(T.CONNECT, client_version="raw-test", protocol_version=18)
+        conn.expect(T.CONNECTED)
+        txn = _open(conn)
+        assert _error(_end(conn, txn, TxnAction.ABORT)) is None
+    finally:
+        conn.close()
+
+
+# -- unknown and ended transactions -----------------------------------------------------------------------
+
+
+def test_end_unknown_txn(witness: Witness, raw: RawConnection) -> None:
+    for action in (TxnAction.COMMIT, TxnAction.ABORT):
+        response = _end(raw, (0, 987_654_321), action)
+        assert _error(response) == ServerError.TransactionNotFound
+        assert (response.txnid_most_bits, response.txnid_least_bits) == (0, 987_654_321)
+    assert _error(_add_partition(raw, (0, 987_654_321), _topic())) == ServerError.TransactionNotFound
+    assert _error(_add_subscription(raw, (0, 987_654_321), _topic())) == ServerError.TransactionNotFound
+    raw.assert_open()
+
+
+@pytest.mark.parametrize("action", [TxnAction.COMMIT, TxnAction.ABORT], ids=["committed", "aborted"])
+def test_requests_for_ended_txn(witness: Witness, raw: RawConnection, action: int) -> None:
+    txn = _open(raw)
+    topic = _topic()
+    assert _error(_add_partition(raw, txn, topic)) is None
+    assert _error(_end(raw, txn, action)) is None
+    assert _error(_add_partition(raw, txn, topic)) == ServerError.TransactionNotFound
+    assert _error(_add_subscription(raw, txn, topic)) == ServerError.TransactionNotFound
+    assert _error(_end(raw, txn, TxnAction.COMMIT)) == ServerError.TransactionNotFound
+    assert _error(_end(raw, txn, TxnAction.ABORT)) == ServerError.TransactionNotFound
+    raw.assert_open()
+
+
+def test_new_txn_ids_are_unique(raw: RawConnection) -> None:
+    ids = {_open(raw) for _ in range(20)}
+    assert len(ids) == 20
+    assert {most for most, _ in ids} == {0}
+
+
+def test_expired_txn_is_gone(witness: Witness, raw: RawConnection) -> None:
+    txn = _open(raw, ttl_ms=200)
+    time.sleep(0.6)
+    assert _error(_add_partition(raw, txn, _topic())) == ServerError.TransactionNotFound
+    assert _error(_end(raw, txn, TxnAction.COMMIT)) == ServerError.TransactionNotFound
+    raw.assert_open()
+
+
+# -- wrong states: a transaction held in COMMITTING / ABORTING ----------------------------------------------
+
+
+@pytest.mark.parametrize("action", [TxnAction.COMMIT, TxnAction.ABORT], ids=["committing", "aborting"])
+def test_requests_while_ending(delayed: ServerProcess, action: int) -> None:
+    conn = RawConnection(delayed.port)
+    try:
+        conn.handshake()
+        _tc_connect(conn, 0)
+        txn = _open(conn)
+        topic = _topic()
+        assert _error(_add_partition(conn, txn, topic)) is None
+        began = time.monotonic()
+        ending = _send_end(conn, txn, action)
+        other = TxnAction.ABORT if action == TxnAction.COMMIT else TxnAction.COMMIT
+        # The opposite end is refused at once; adding to the transaction too.
+        response = _end(conn, txn, other)
+        assert _error(response) == ServerError.InvalidTxnStatus
+        assert time.monotonic() - began < END_DELAY_MS / 1000
+        assert _error(_add_partition(conn, txn, _topic())) == ServerError.InvalidTxnStatus
+        assert _error(_add_subscription(conn, txn, topic)) == ServerError.InvalidTxnStatus
+        # The same end again waits with the first; both succeed once the end is done.
+        again = _send_end(conn, txn, action)
+        answers = [conn.expect(T.END_TXN_RESPONSE).endTxnResponse for _ in range(2)]
+        assert sorted(a.request_id for a in answers) == sorted([ending, again])
+        assert [_error(a) for a in answers] == [None, None]
+        assert time.monotonic() - began >= END_DELAY_MS / 1000 * 0.9
+        assert _error(_end(conn, txn, other)) == ServerError.TransactionNotFound
+        conn.assert_open()
+    finally:
+        conn.close()
+    assert delayed.process is not None and delayed.process.poll() is None
+
+
+# -- transactional sends --------------------------------------------------------------------------------
+
+
+def _txn_send(conn: RawConnection, name: str, sequence_id: int, payload: bytes, txn: tuple[int, int]) -> None:
+    metadata = MessageMetadata(
+        producer_name=name, sequence_id=sequence_id, publish_time=int(time.time() * 1000), **_txn_fields(txn)
+    )
+    command = BaseCommand(
+        type=T.SEND,
+        send={"producer_id": 1, "sequence_id": sequence_id, "num_messages": 1, **_txn_fields(txn)},
+    )
+    conn.send_raw(encode_payload_command(command, make_body(metadata, payload)))
+
+
+def test_transactional_send_needs_an_open_txn_with_the_partition(witness: Witness, raw: RawConnection) -> None:
+    topic = _topic()
+    raw.send(T.PRODUCER, topic=topic, producer_id=1, request_id=rid())
+    name = raw.expect(T.PRODUCER_SUCCESS).producer_success.producer_name
+    txn = _open(raw, ttl_ms=TXN_TTL_MS)
+    # Not added to the transaction.
+    _txn_send(raw, name, 0, b"not-added", txn)
+    error = raw.expect(T.SEND_ERROR).send_error
+    assert (error.sequence_id, error.error) == (0, ServerError.NotAllowedError)
+    # A transaction the coordinator does not know.
+    _txn_send(raw, name, 1, b"unknown-txn", (0, 987_654_321))
+    error = raw.expect(T.SEND_ERROR).send_error
+    assert (error.sequence_id, error.error) == (1, ServerError.NotAllowedError)
+    assert _error(_add_partition(raw, txn, topic)) is None
+    _txn_send(raw, name, 2, b"added", txn)
+    receipt = raw.expect(T.SEND_RECEIPT).send_receipt
+    assert receipt.sequence_id == 2
+    assert _error(_end(raw, txn, TxnAction.COMMIT)) is None
+    # A committed transaction takes no more messages.
+    _txn_send(raw, name, 3, b"after-commit", txn)
+    error = raw.expect(T.SEND_ERROR).send_error
+    assert (error.sequence_id, error.error) == (3, ServerError.NotAllowedError)
+    raw.assert_open()
+    # Its timeout passing later changes nothing (Pulsar #14166: a timeout timer left running after commit).
+    time.sleep(TXN_TTL_MS / 1000 + 0.3)
+    consumer = witness.client.subscribe(topic, "check", initial_position=pulsar.InitialPosition.Earliest)
+    assert consumer.receive(5000).data() == b"added"
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(300)
+    consumer.close()
