@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from engine.clock import Clock
+from engine.clock import Clock, now_ms
 from engine.coordinator import COORDINATOR_ASSIGN_TOPIC, Coordinators
 from engine.errors import BrokerError
 from engine.names import TopicName
+from engine.namespaces import Namespaces
 from engine.schemas import SchemaRegistry
+from engine.stats import BrokerStats
 from engine.store import Store
 from engine.topic import Topic
 from engine.txn_buffer import SnapshotPolicy
@@ -42,27 +44,64 @@ class BrokerConfig:
     txn_end_delay_ms: int = 0
 
 
+class CommitRunner(Protocol):
+    """Runs group commits: ``work`` (the store write), then ``done(error or None)`` on the engine's thread."""
+
+    def run(self, work: Callable[[], None], done: Callable[[BaseException | None], None]) -> None: ...
+
+    def drain(self) -> None:
+        """Wait for the commit in flight, if any."""
+        ...
+
+
+class InlineCommits:
+    """Commits on the calling thread: simple and deterministic (tests, tools)."""
+
+    def run(self, work: Callable[[], None], done: Callable[[BaseException | None], None]) -> None:
+        try:
+            work()
+        except Exception as exc:
+            done(exc)
+            return
+        done(None)
+
+    def drain(self) -> None:
+        pass
+
+
 class Broker:
     """All topics of this endpoint, backed by one :class:`Store`."""
 
-    def __init__(self, store: Store, clock: Clock, config: BrokerConfig | None = None) -> None:
+    def __init__(
+        self, store: Store, clock: Clock, config: BrokerConfig | None = None, commits: CommitRunner | None = None
+    ) -> None:
         self.store = store
         self.clock = clock
+        self.commits = commits or InlineCommits()
+        self._commit_in_flight = False
         self.config = config or BrokerConfig()
-        self.schemas = SchemaRegistry(store)
-        self.namespaces: set[str] = set(BUILTIN_NAMESPACES)
+        self.namespaces = Namespaces(store, self.config.cluster, BUILTIN_NAMESPACES)
+        self.schemas = SchemaRegistry(
+            store, lambda topic: self.namespaces.schema_strategy(TopicName.parse(topic).namespace_name)
+        )
+        self.stats = BrokerStats(store, clock)
         self.topics: dict[str, Topic] = {}
         self._records = store.topics()
         self._partitioned = store.partitioned_topics()
+        #: Terminated topic partitions and their last entry.
+        self.terminated = {name: int(last) for name, last in store.metadata("terminated").items()}
         self._boot = store.next_value("boot")
         self._producer_names = 0
         self._staged_topics: set[Topic] = set()
         self._completions: list[tuple[Callable[[Any], None], Any]] = []
         self._flush_scheduled = False
+        self._flush_after_commit = False
         self.coordinators = Coordinators(
             self, self.config.transaction_coordinators, self.config.txn_end_delay_ms
         )
+        self.stats.recover_start_ms = self.stats.started_ms
         self.coordinators.recover()
+        self.stats.recover_end_ms = now_ms(clock)
 
     # -- names and metadata --------------------------------------------------------------------
 
@@ -81,12 +120,36 @@ class Broker:
         partitions = self._partitioned.get(name.full)
         if partitions is not None:
             return partitions
-        if name.full in self._records or self.config.default_partitions <= 0:
+        if name.full in self._records:
             return 0
-        if not self.config.auto_topic_creation or name.domain != "persistent":
+        allowed, partitions = self.auto_creation(name)
+        if not allowed or partitions <= 0 or name.domain != "persistent":
             return 0
-        self.create_partitioned_topic(name.full, self.config.default_partitions)
-        return self.config.default_partitions
+        self.create_partitioned_topic(name.full, partitions)
+        return partitions
+
+    def auto_creation(self, name: TopicName) -> tuple[bool, int]:
+        """Whether a missing topic is created on first use, and its partitions (0: non-partitioned).
+
+        The namespace's ``autoTopicCreationOverride`` policy wins over the broker's settings.
+        """
+        override = self.namespaces.auto_topic_creation(name.namespace_name)
+        if override is not None:
+            return override
+        return self.config.auto_topic_creation, self.config.default_partitions
+
+    def deduplication(self, name: TopicName) -> bool:
+        """Whether a topic drops re-sent messages: the namespace's policy, else the broker's setting."""
+        enabled = self.namespaces.deduplication(name.namespace_name)
+        return self.config.deduplication if enabled is None else enabled
+
+    def partitions_of(self, topic: str) -> int | None:
+        """The partition count of a partitioned topic, None for any other name."""
+        return self._partitioned.get(topic)
+
+    def exists(self, topic: str) -> bool:
+        """Whether a topic partition (or non-partitioned topic) has a log."""
+        return topic in self._records
 
     def create_partitioned_topic(self, topic: str, partitions: int) -> None:
         """Record a partitioned topic (its partitions are created on first use)."""
@@ -112,7 +175,8 @@ class Broker:
             parent = self._partitioned.get(name.partitioned_parent.full)
             if parent is not None and name.partition_index >= parent:
                 raise BrokerError(ServerError.TopicNotFound, f"Topic {name.full} does not exist")
-            if not (create and self.config.auto_topic_creation):
+            # Partitions of a partitioned topic exist once it does (Pulsar creates them with it).
+            if parent is None and not (create and self.auto_creation(name)[0]):
                 raise BrokerError(ServerError.TopicNotFound, f"Topic {name.full} does not exist")
             record = self.store.create_topic(name.full)
             self._records[name.full] = record
@@ -136,6 +200,62 @@ class Broker:
                 names.update(f"{parent}-partition-{i}" for i in range(partitions))
         return sorted(names)
 
+    def partitioned_topics(self, namespace: str) -> list[str]:
+        """Partitioned topics of a namespace (of both domains), sorted."""
+        return sorted(n for n in self._partitioned if TopicName.parse(n).namespace_name == namespace)
+
+    def create_topic(self, topic: str) -> Topic:
+        """Create a topic partition or non-partitioned topic whatever the auto-creation policy (admin)."""
+        name = TopicName.parse(topic)
+        self._check_namespace(name)
+        if name.full not in self._records:
+            self._records[name.full] = self.store.create_topic(name.full)
+        return self.topic(name.full)
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete a topic partition: disconnect its clients, then drop its log, cursors and state."""
+        name = TopicName.parse(topic)
+        record = self._records.get(name.full)
+        if record is None:
+            return
+        self.flush()
+        loaded = self.topics.pop(name.full, None)
+        if loaded is not None:
+            loaded.close()
+            self._staged_topics.discard(loaded)
+        del self._records[name.full]
+        self.store.delete_topic(name.full, record.topic_id)
+        self.stats.storage.forget(record.topic_id)
+        if self.terminated.pop(name.full, None) is not None:
+            self.store.put_metadata("terminated", name.full, None)
+
+    def delete_partitioned_topic(self, topic: str) -> None:
+        """Delete every partition of a partitioned topic, then its metadata."""
+        partitions = self._partitioned.get(topic, 0)
+        for index in range(partitions):
+            self.delete_topic(TopicName.parse(topic).partition(index).full)
+        self._partitioned.pop(topic, None)
+        self.store.set_partitioned_topic(topic, None)
+
+    def delete_schema(self, topic: str) -> None:
+        """Drop every schema version of a (partitioned) topic."""
+        self.schemas.forget(topic)
+        self.store.delete_schemas(topic)
+
+    def terminate(self, topic: Topic) -> int:
+        """Seal a topic partition: no more publishes; returns its last entry (-1 if empty)."""
+        if topic.terminated is None:
+            topic.terminated = topic.next_entry_id - 1
+            self.terminated[topic.name.full] = topic.terminated
+            self.store.put_metadata("terminated", topic.name.full, str(topic.terminated))
+            # As Pulsar: producers are disconnected (reconnecting fails), caught-up consumers are told.
+            for producer in list(topic.producers) + list(topic.waiting_producers):
+                topic.remove_producer(producer)
+                producer.sink.close_producer(producer)
+            for subscription in list(topic.subscriptions.values()):
+                subscription.dispatch()
+        return topic.terminated
+
     def generate_producer_name(self) -> str:
         """A producer name unique across restarts: ``<cluster>-<boot>-<n>``."""
         self._producer_names += 1
@@ -157,32 +277,67 @@ class Broker:
         """Commit what is staged soon (once per turn of the event loop)."""
         if not self._flush_scheduled:
             self._flush_scheduled = True
+            self.stats.flush_requested()
             self.clock.call_later(0, self.flush)
 
     def flush(self) -> None:
-        """Commit everything staged in one transaction, then complete and dispatch."""
+        """Commit everything staged in one store transaction, then complete and dispatch.
+
+        One commit is in flight at a time; what is staged meanwhile goes into the next one.
+        """
         self._flush_scheduled = False
+        if self._commit_in_flight:
+            self._flush_after_commit = True
+            return
         topics, self._staged_topics = self._staged_topics, set()
         completions, self._completions = self._completions, []
         for topic in topics:
             topic.stage_cursors()
-        try:
-            if self.store.has_staged:
-                self.store.commit()
-        except Exception as exc:
-            log.exception("commit failed; %d writes are lost and their producers are told", len(completions))
-            for topic in topics:
-                topic.commit_failed()
-            error = BrokerError(ServerError.PersistenceError, f"Failed to persist: {exc}")
-            for callback, _ in completions:
-                callback(error)
+        marks = {topic: topic.next_entry_id - 1 for topic in topics}
+        staged = self.store.take_staged()
+        if staged is None:
+            self._committed(topics, marks, completions, None)
             return
+        self._commit_in_flight = True
+        self.commits.run(
+            lambda: self.store.write(staged),
+            lambda error: self._committed(topics, marks, completions, error),
+        )
+
+    def _committed(
+        self,
+        topics: set[Topic],
+        marks: dict[Topic, int],
+        completions: list[tuple[Callable[[Any], None], Any]],
+        error: BaseException | None,
+    ) -> None:
+        self._commit_in_flight = False
+        if error is not None:
+            # What was staged after this commit builds on it: it is lost too.
+            self.store.take_staged()
+            lost = topics | self._staged_topics
+            completions += self._completions
+            self._staged_topics, self._completions = set(), []
+            log.error("commit failed (%s); %d writes are lost and their clients are told", error, len(completions))
+            for topic in lost:
+                topic.commit_failed()
+            failure = BrokerError(ServerError.PersistenceError, f"Failed to persist: {error}")
+            for callback, _ in completions:
+                callback(failure)
+            return
+        self.stats.flushed(len(completions))
         for callback, value in completions:
             callback(value)
         for topic in topics:
-            topic.committed()
+            topic.committed(marks[topic])
+        if self._flush_after_commit or self._staged_topics or self._completions:
+            self._flush_after_commit = False
+            self.request_flush()
 
     def close(self) -> None:
-        """Commit what is staged and close the store."""
-        self.flush()
+        """Wait for the commit in flight, commit what is staged, and close the store."""
+        self.commits.drain()
+        for topic in self._staged_topics:
+            topic.stage_cursors()
+        self.store.commit()
         self.store.close()

@@ -26,6 +26,8 @@ class Entry:
     txn: tuple[int, int] | None = None
     #: ``MarkerType`` of a server-written marker (0 for messages).
     marker: int = 0
+    #: Delayed delivery: epoch milliseconds before which Shared subscriptions hold the entry back (0: none).
+    deliver_at: int = 0
 
     @classmethod
     def from_metadata(cls, entry_id: int, body: bytes, meta: MessageMetadata) -> Entry:
@@ -49,6 +51,7 @@ class Entry:
             key,
             txn,
             meta.marker_type,
+            meta.deliver_at_time if meta.HasField("deliver_at_time") else 0,
         )
 
     @classmethod

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from engine.errors import BrokerError
+from engine.namespaces import incompatibility
 from engine.store import Store, StoredSchema
 from wire.pulsar_api_pb2 import ServerError
 
@@ -15,9 +17,11 @@ _NO_SCHEMA = (0, -1)
 class SchemaRegistry:
     """Schemas keyed by the (partitioned) topic name, as Pulsar shares them across partitions."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, strategy_of: Callable[[str], str] | None = None) -> None:
         self._store = store
         self._cache: dict[str, list[StoredSchema]] = {}
+        #: The schema compatibility strategy of a topic's namespace (``UNDEFINED``: the checks below only).
+        self._strategy_of = strategy_of
 
     def versions(self, topic: str) -> list[StoredSchema]:
         """Every version of a topic's schema, oldest first."""
@@ -41,7 +45,11 @@ class SchemaRegistry:
         for schema in versions:
             if schema.type == type_ and schema.data == data:
                 return schema.version
-        if versions and versions[-1].type != type_ and type_ not in _NO_SCHEMA:
+        strategy = self._strategy_of(topic) if self._strategy_of is not None else "UNDEFINED"
+        reason = incompatibility(strategy, versions, type_, data)
+        if reason is not None:
+            raise BrokerError(ServerError.IncompatibleSchema, f"Incompatible schema for topic {topic}: {reason}")
+        if versions and versions[-1].type != type_ and type_ not in _NO_SCHEMA and strategy != "ALWAYS_COMPATIBLE":
             raise BrokerError(
                 ServerError.IncompatibleSchema,
                 f"Trying to register a {type_} schema on topic {topic} whose schema type is {versions[-1].type}",

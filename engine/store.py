@@ -33,7 +33,18 @@ CREATE INDEX IF NOT EXISTS pending_acks_by_txn ON pending_acks (topic_id, subscr
 CREATE TABLE IF NOT EXISTS schemas (
     topic TEXT NOT NULL, version INTEGER NOT NULL, type INTEGER NOT NULL, name TEXT NOT NULL,
     data BLOB NOT NULL, properties TEXT NOT NULL, PRIMARY KEY (topic, version));
+CREATE TABLE IF NOT EXISTS metadata (
+    kind TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, name));
 """
+
+
+class StagedWrites(NamedTuple):
+    """Writes taken from the staging area, to be made durable together by :meth:`Store.write`."""
+
+    entries: dict[int, list[tuple[int, int, bytes]]]
+    cursors: dict[tuple[int, str], str | None]
+    sequences: dict[tuple[int, str], int]
+    ops: list[tuple[str, tuple[object, ...]]]
 
 
 class TopicRecord(NamedTuple):
@@ -57,18 +68,28 @@ class Store:
     """The embedded store. Not thread-safe: the engine calls it from one thread."""
 
     def __init__(self, path: Path | str) -> None:
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
+        self._db = self._connect(path)
         self._db.executescript(_SCHEMA)
+        # Group commits go through a connection of their own, so that they may run on another
+        # thread while this one keeps reading (WAL lets readers and one writer work side by side).
+        self._writer = self._connect(path)
         self._entries: dict[int, list[tuple[int, int, bytes]]] = defaultdict(list)
         self._cursors: dict[tuple[int, str], str | None] = {}
         self._sequences: dict[tuple[int, str], int] = {}
         #: Transaction records, in order: (statement, parameters).
         self._ops: list[tuple[str, tuple[object, ...]]] = []
 
+    @staticmethod
+    def _connect(path: Path | str) -> sqlite3.Connection:
+        db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA busy_timeout=10000")
+        return db
+
     def close(self) -> None:
         """Close the database (staged writes that were not committed are dropped)."""
+        self._writer.close()
         self._db.close()
 
     # -- counters and catalog: committed at once, they are rare ---------------------------------
@@ -128,6 +149,18 @@ class Store:
                     "INSERT OR REPLACE INTO partitioned_topics VALUES (?, ?)", (name, partitions)
                 )
 
+    def metadata(self, kind: str) -> dict[str, str]:
+        """Catalog records of one kind (tenants, namespaces, terminated topics...), by name."""
+        return dict(self._db.execute("SELECT name, value FROM metadata WHERE kind = ?", (kind,)))
+
+    def put_metadata(self, kind: str, name: str, value: str | None) -> None:
+        """Write (or, with ``None``, delete) a catalog record at once."""
+        with self._db:
+            if value is None:
+                self._db.execute("DELETE FROM metadata WHERE kind = ? AND name = ?", (kind, name))
+            else:
+                self._db.execute("INSERT OR REPLACE INTO metadata VALUES (?, ?, ?)", (kind, name, value))
+
     # -- topic logs ---------------------------------------------------------------------------
 
     def last_entry_id(self, topic_id: int) -> int:
@@ -160,6 +193,29 @@ class Store:
             f"SELECT min(entry_id) FROM ledger_{topic_id} WHERE publish_time >= ?", (publish_time_ms,)
         ).fetchone()
         return row[0]
+
+    def entries_size(self, topic_id: int, after: int, upto: int) -> tuple[int, int]:
+        """Count and total bytes of the committed entries with ``after < entry_id <= upto``."""
+        row = self._db.execute(
+            f"SELECT count(*), coalesce(sum(length(body)), 0) FROM ledger_{topic_id}"
+            " WHERE entry_id > ? AND entry_id <= ?",
+            (after, upto),
+        ).fetchone()
+        return row[0], row[1]
+
+    def newest_over_size(self, topic_id: int, upto: int, max_bytes: int) -> int | None:
+        """The newest entry at or below ``upto`` such that it and the entries after it (to ``upto``) exceed
+        ``max_bytes``; None if they all fit."""
+        row = self._db.execute(
+            f"SELECT entry_id FROM (SELECT entry_id, sum(length(body)) OVER (ORDER BY entry_id DESC) AS acc"
+            f" FROM ledger_{topic_id} WHERE entry_id <= ?) WHERE acc > ? ORDER BY entry_id DESC LIMIT 1",
+            (upto, max_bytes),
+        ).fetchone()
+        return None if row is None else row[0]
+
+    def stage_trim(self, topic_id: int, upto: int) -> None:
+        """Stage the deletion of the entries up to and including ``upto`` (retention)."""
+        self._ops.append((f"DELETE FROM ledger_{topic_id} WHERE entry_id <= ?", (upto,)))
 
     def stage_entry(self, topic_id: int, entry_id: int, publish_time: int, body: bytes) -> None:
         """Stage an entry for the next commit."""
@@ -261,17 +317,35 @@ class Store:
         with self._db:
             self._db.execute("INSERT INTO schemas VALUES (?, ?, ?, ?, ?, ?)", (topic, *schema))
 
+    def delete_schemas(self, topic: str) -> None:
+        """Drop every schema version of a topic at once."""
+        with self._db:
+            self._db.execute("DELETE FROM schemas WHERE topic = ?", (topic,))
+
     # -- the group commit --------------------------------------------------------------------
 
     @property
     def has_staged(self) -> bool:
         return bool(self._entries or self._cursors or self._sequences or self._ops)
 
-    def commit(self) -> None:
-        """Make every staged write durable in one transaction. On error nothing is kept staged."""
-        entries, cursors, sequences, ops = self._entries, self._cursors, self._sequences, self._ops
+    def take_staged(self) -> StagedWrites | None:
+        """Empty the staging area and return what it held (None if nothing)."""
+        if not self.has_staged:
+            return None
+        staged = StagedWrites(self._entries, self._cursors, self._sequences, self._ops)
         self._entries, self._cursors, self._sequences, self._ops = defaultdict(list), {}, {}, []
-        db = self._db
+        return staged
+
+    def commit(self) -> None:
+        """Make every staged write durable now."""
+        staged = self.take_staged()
+        if staged is not None:
+            self.write(staged)
+
+    def write(self, staged: StagedWrites) -> None:
+        """Make taken writes durable in one transaction (may run on another thread, one call at a time)."""
+        entries, cursors, sequences, ops = staged
+        db = self._writer
         db.execute("BEGIN")
         try:
             for topic_id, rows in entries.items():

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import mmh3
 
+from engine.clock import Cancellable, now_ms
 from engine.cursor import Cursor
 from engine.entry import Entry
 from engine.errors import BrokerError
@@ -35,6 +36,9 @@ MAX_REPLAY_BACKLOG = 1000
 HASH_RANGE_SIZE = 1 << 16
 #: Points per consumer on the Key_Shared AUTO_SPLIT hash ring.
 RING_POINTS = 100
+#: Delayed delivery granularity (Pulsar's ``delayedDeliveryTickTimeMillis``, not strict): a message due within one
+#: tick is delivered at once, a held one is released up to one tick early.
+DELAYED_DELIVERY_TICK_MS = 1000
 
 
 class SubType(IntEnum):
@@ -64,6 +68,8 @@ class ConsumerSink(Protocol):
 
     def close_consumer(self, consumer: Consumer) -> None: ...
 
+    def reached_end_of_topic(self, consumer: Consumer) -> None: ...
+
 
 @dataclass(eq=False)
 class Consumer:
@@ -80,6 +86,11 @@ class Consumer:
     #: Entries delivered to this consumer and not yet acknowledged.
     pending: set[int] = field(default_factory=set)
     subscription: Subscription | None = None
+    #: Messages and bytes delivered to this consumer.
+    messages_out: int = 0
+    bytes_out: int = 0
+    #: Whether this consumer was told that its terminated topic has nothing more.
+    told_end_of_topic: bool = False
 
 
 def _type_name(sub_type: SubType) -> str:
@@ -110,8 +121,16 @@ class Subscription:
         self._continuation = False
         self.sticky_mode = False
         self.pending_ack = PendingAck(self)
+        #: Messages and bytes delivered on this subscription.
+        self.messages_out = 0
+        self.bytes_out = 0
         #: Key_Shared: consumers that joined after others, with the read position at their arrival.
         self._recently_joined: dict[Consumer, int] = {}
+        #: Shared: entries held back by delayed delivery, with the epoch milliseconds they are due at.
+        self._delayed: dict[int, int] = {}
+        self._delay_timer: Cancellable | None = None
+        #: Whether consumers were told that the terminated topic has nothing more (see _tell_end_of_topic).
+        self._end_told = False
 
     # -- consumers --------------------------------------------------------------------------
 
@@ -289,6 +308,8 @@ class Subscription:
             self.topic.cursor_changed(self)
             if self._recently_joined:
                 self.dispatch()
+            if self.topic.terminated is not None:
+                self._tell_end_of_topic()
 
     def redeliver(self, consumer: Consumer, entry_ids: list[int] | None) -> None:
         """Deliver again what a consumer holds unacknowledged (all of it, or the given entries)."""
@@ -323,6 +344,7 @@ class Subscription:
         self.cursor.reset(next_entry)
         self.read_position = next_entry
         self._replay.clear()
+        self._delayed.clear()
         self.redelivery_counts.clear()
         for consumer in self.consumers:
             consumer.pending.clear()
@@ -338,6 +360,30 @@ class Subscription:
         if more and not self._continuation:
             self._continuation = True
             self.topic.clock.call_later(0, self._continue)
+        elif not more and self.topic.terminated is not None:
+            self._tell_end_of_topic()
+
+    def _tell_end_of_topic(self) -> None:
+        """Tell waiting consumers that their terminated topic has nothing more to deliver."""
+        last = self.topic.terminated
+        # As Pulsar: once every message is acknowledged, and once per subscription (the C++ client does not know
+        # the command and reconnects on it: telling each re-subscribing consumer again would loop).
+        if last is None or self.read_position <= last or self._replay or self.backlog() > 0 or self._end_told:
+            return
+        for consumer in list(self.consumers):
+            if consumer.permits > 0 and not consumer.told_end_of_topic:
+                consumer.told_end_of_topic = True
+                consumer.sink.reached_end_of_topic(consumer)
+                self._end_told = True
+
+    def _send(self, consumer: Consumer, deliveries: list[Delivery]) -> None:
+        messages = sum(d.entry.num_messages for d in deliveries)
+        size = sum(len(d.entry.body) for d in deliveries)
+        consumer.messages_out += messages
+        consumer.bytes_out += size
+        self.messages_out += messages
+        self.bytes_out += size
+        consumer.sink.deliver(consumer, deliveries)
 
     def _continue(self) -> None:
         self._continuation = False
@@ -366,7 +412,7 @@ class Subscription:
                     break
         self.read_position = position
         if deliveries:
-            consumer.sink.deliver(consumer, deliveries)
+            self._send(consumer, deliveries)
         return consumer.permits > 0 and position <= limit
 
     def _dispatch_spread(self) -> bool:
@@ -395,7 +441,7 @@ class Subscription:
                 position = limit + 1
                 break
             for entry in entries:
-                if self._skip(entry):
+                if self._skip(entry) or self._held_back(entry):
                     position = entry.entry_id + 1
                     continue
                 target = self._select(entry)
@@ -412,8 +458,35 @@ class Subscription:
                     break
         self.read_position = position
         for consumer, deliveries in out.items():
-            consumer.sink.deliver(consumer, deliveries)
+            self._send(consumer, deliveries)
         return budget <= 0
+
+    def _held_back(self, entry: Entry) -> bool:
+        """Delayed delivery (Shared only, as in Pulsar): hold an entry due after the next tick until it is due."""
+        if self.sub_type != SubType.SHARED or not entry.deliver_at:
+            return False
+        if entry.deliver_at <= now_ms(self.topic.clock) + DELAYED_DELIVERY_TICK_MS:
+            return False
+        self._delayed[entry.entry_id] = entry.deliver_at
+        self._schedule_delayed()
+        return True
+
+    def _schedule_delayed(self) -> None:
+        if self._delay_timer is None and self._delayed:
+            due_in = min(self._delayed.values()) - DELAYED_DELIVERY_TICK_MS - now_ms(self.topic.clock)
+            self._delay_timer = self.topic.clock.call_later(max(due_in, 0) / 1000, self._release_delayed)
+
+    def _release_delayed(self) -> None:
+        """Move the entries that are due to the replay set and dispatch them."""
+        self._delay_timer = None
+        cutoff = now_ms(self.topic.clock) + DELAYED_DELIVERY_TICK_MS
+        due = [entry_id for entry_id, at in self._delayed.items() if at <= cutoff]
+        for entry_id in due:
+            del self._delayed[entry_id]
+            if not self.cursor.is_acked(entry_id):
+                self._replay.add(entry_id)
+        self._schedule_delayed()
+        self.dispatch()
 
     def _assign(self, out: dict[Consumer, list[Delivery]], consumer: Consumer, entry: Entry) -> None:
         out.setdefault(consumer, []).append(self._delivery(entry))
@@ -429,7 +502,7 @@ class Subscription:
             self.cursor.ack(entry.entry_id)
             self.topic.cursor_changed(self)
             return True
-        return self.pending_ack.holds(entry.entry_id)
+        return self.pending_ack.holds(entry.entry_id, entry.num_messages)
 
     def _delivery(self, entry: Entry) -> Delivery:
         mask = self.cursor.unacked_mask(entry.entry_id)

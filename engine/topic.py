@@ -58,6 +58,9 @@ class Producer:
     topic: Topic | None = None
     #: The schema version the producer declared, if any.
     schema_version: int | None = None
+    #: Messages and bytes this producer published.
+    messages_in: int = 0
+    bytes_in: int = 0
 
 
 #: Completion of a publish: the entry id (or ``DUPLICATE``), or the error.
@@ -76,6 +79,8 @@ class Topic:
         self.ledger_id = record.ledger_id
         self.last_confirmed = self.store.last_entry_id(self.topic_id)
         self.next_entry_id = self.last_confirmed + 1
+        #: The last entry of a terminated topic (no more publishes), else None.
+        self.terminated: int | None = broker.terminated.get(name.full)
         self._cache: list[Entry] = []
         self._cache_bytes = 0
         self.producers: list[Producer] = []
@@ -170,6 +175,8 @@ class Topic:
 
     def add_producer(self, producer: Producer) -> bool:
         """Attach a producer. Returns False if it must wait for exclusive access (WaitForExclusive)."""
+        if self.terminated is not None:
+            raise BrokerError(ServerError.TopicTerminatedError, f"Topic {self.name} was already terminated")
         for existing in self.producers:
             if existing.name == producer.name:
                 if producer.epoch > existing.epoch:
@@ -214,7 +221,7 @@ class Topic:
 
     def last_sequence_id(self, producer_name: str) -> int:
         """The highest stored sequence id of a producer name (-1 if none or deduplication is off)."""
-        if not self.broker.config.deduplication:
+        if not self.broker.deduplication(self.name):
             return -1
         return self._persisted_sequences.get(producer_name, -1)
 
@@ -234,7 +241,12 @@ class Topic:
 
         A transactional entry (``txn``) stays invisible until its transaction commits.
         """
-        if self.broker.config.deduplication:
+        if self.terminated is not None:
+            self.broker.after_commit(
+                done, BrokerError(ServerError.TopicTerminatedError, f"Topic {self.name} was already terminated")
+            )
+            return
+        if self.broker.deduplication(self.name):
             highest = max(sequence_id, highest_sequence_id)
             if sequence_id <= self._sequences.get(producer.name, -1):
                 self.broker.after_commit(done, DUPLICATE)
@@ -248,8 +260,12 @@ class Topic:
         entry = self._append(body, metadata)
         self.messages_in += entry.num_messages
         self.bytes_in += len(body)
+        producer.messages_in += entry.num_messages
+        producer.bytes_in += len(body)
         if entry.txn is not None:
             self.txn_buffer.appended(entry)
+        else:
+            self.txn_buffer.plain_appended()
         self.broker.after_commit(done, entry.entry_id)
 
     def append_marker(self, body: bytes, metadata: MessageMetadata) -> int:
@@ -266,9 +282,9 @@ class Topic:
         self.broker.staged(self)
         return entry
 
-    def committed(self) -> None:
-        """Staged entries became durable: make them readable and dispatch."""
-        self.last_confirmed = self.next_entry_id - 1
+    def committed(self, upto: int) -> None:
+        """Staged entries up to ``upto`` became durable: make them readable and dispatch."""
+        self.last_confirmed = max(self.last_confirmed, upto)
         self._persisted_sequences.update(self._sequences)
         if len(self._cache) > CACHE_ENTRIES or self._cache_bytes > CACHE_BYTES:
             drop = len(self._cache) // 4 or 1
@@ -320,6 +336,13 @@ class Topic:
             self.subscriptions[sub_name] = subscription
             if durable:
                 self.cursor_changed(subscription)
+        return subscription
+
+    def create_subscription(self, sub_name: str, next_entry: int) -> Subscription:
+        """Create a durable subscription with no consumer whose next entry is ``next_entry`` (admin)."""
+        subscription = Subscription(self, sub_name, SubType.EXCLUSIVE, Cursor(next_entry - 1), durable=True)
+        self.subscriptions[sub_name] = subscription
+        self.cursor_changed(subscription)
         return subscription
 
     def remove_subscription(self, subscription: Subscription) -> None:

@@ -52,6 +52,20 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="testing aid: pause between a transaction's COMMITTING/ABORTING record and its markers (default 0)",
     )
+    serve.add_argument(
+        "--policy-check-interval-seconds",
+        type=int,
+        help="seconds between applications of namespace message TTL and retention (default 60)",
+    )
+    demo = commands.add_parser(
+        "demo",
+        help="run the Spark pipeline example end to end",
+        description="Start an endpoint on a temporary store, publish sample JSON events to source-a1 and "
+        "source-a2, aggregate them per key in event-time windows with PySpark and write the results to "
+        "sink-b exactly once, then print them (needs the 'spark' or 'test' extra).",
+    )
+    demo.add_argument("--events", type=int, default=500, help="events per source topic (default 500)")
+    demo.add_argument("--keep", metavar="DIR", help="keep the store and checkpoint in DIR")
     return parser
 
 
@@ -59,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script."""
     started = time.monotonic()
     args = _parser().parse_args(argv)
+    if args.command == "demo":
+        from spark.pipeline import run_demo
+
+        return run_demo(args.events, args.keep)
     cli = {k: v for k, v in vars(args).items() if k in FIELDS}
     try:
         settings = load(cli, args.config)

@@ -41,6 +41,8 @@ class Settings:
     txn_snapshot_interval_seconds: int = 5
     #: Testing aid: pause between a transaction's COMMITTING/ABORTING record and its markers.
     txn_end_delay_ms: int = 0
+    #: Seconds between applications of the namespaces' message TTL and retention policies.
+    policy_check_interval_seconds: int = 60
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from collections.abc import Callable
 from enum import Enum, auto
 from typing import TYPE_CHECKING
@@ -95,6 +96,8 @@ class PulsarConnection(protocol.Protocol):
         self._keepalive: LoopingCall | None = None
         self.peer = "?"
         self.client_version = ""
+        #: When the connection was accepted (epoch milliseconds), for the admin API's stats.
+        self.connected_ms = int(time.time() * 1000)
         self.protocol_version = 0
         self._handlers: dict[int, Callable[[BaseCommand, bytes | None], None]] = {
             T.PING: self._on_ping,
@@ -436,6 +439,11 @@ class PulsarConnection(protocol.Protocol):
             return
         self.send(T.ACTIVE_CONSUMER_CHANGE, consumer_id=consumer.consumer_id, is_active=is_active)
 
+    def reached_end_of_topic(self, consumer: Consumer) -> None:
+        """Tell a consumer that its terminated topic has nothing more to deliver."""
+        if self.consumers.get(consumer.consumer_id) is consumer:
+            self.send(T.REACHED_END_OF_TOPIC, consumer_id=consumer.consumer_id)
+
     def close_consumer(self, consumer: Consumer) -> None:
         """Server-initiated close (seek, topic going away); the client re-subscribes."""
         if self.consumers.get(consumer.consumer_id) is consumer:
@@ -523,7 +531,9 @@ class PulsarConnection(protocol.Protocol):
         consumer = self.consumers.pop(request.consumer_id, None)
         if consumer is not None and consumer.subscription is not None:
             consumer.subscription.remove_consumer(consumer)
-        self.send(T.SUCCESS, request_id=request.request_id)
+        # Answer once the acknowledgements sent before the close are durable: a client that closed its
+        # consumer must not get those messages again, even if the server is killed right after.
+        self.broker.after_commit(lambda _: self.send(T.SUCCESS, request_id=request.request_id), None)
 
     def _on_seek(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.seek

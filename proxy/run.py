@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from engine.broker import Broker, BrokerConfig
 from engine.clock import SystemClock
+from engine.namespaces import PolicyEnforcer
 from engine.store import Store
 from engine.txn_buffer import SnapshotPolicy
+from proxy.admin import admin_site
+from proxy.commits import ThreadedCommits
 from proxy.config import Settings, data_path
 from proxy.server import BrokerService, PulsarFactory
 
@@ -29,14 +33,20 @@ def serve(settings: Settings, started: float) -> int:
         ),
         txn_end_delay_ms=settings.txn_end_delay_ms,
     )
-    broker = Broker(store, SystemClock(reactor.callLater), config)
+    broker = Broker(store, SystemClock(reactor.callLater), config, ThreadedCommits(reactor))
     service = BrokerService(broker, reactor, settings.advertised_address, settings.port)
     listener = reactor.listenTCP(settings.port, PulsarFactory(service), interface=settings.host)
     service.port = listener.getHost().port
+    admin = _listen_admin(reactor, settings, broker, service)
+    policies = PolicyEnforcer(broker, settings.policy_check_interval_seconds)
+    policies.start()
 
     def shutdown() -> None:
         log.info("shutting down: %d connections", len(service.connections))
         listener.stopListening()
+        policies.stop()
+        if admin is not None:
+            admin.stopListening()
         for connection in list(service.connections):
             connection.transport.loseConnection()
         broker.close()
@@ -51,3 +61,18 @@ def serve(settings: Settings, started: float) -> int:
     )
     reactor.run()
     return 0
+
+
+def _listen_admin(reactor: Any, settings: Settings, broker: Broker, service: BrokerService) -> Any:
+    """Serve the admin API on its port; if the port is taken, log it and go on without (the Pulsar port works)."""
+    from twisted.internet.error import CannotListenError
+
+    try:
+        port = reactor.listenTCP(
+            settings.admin_port, admin_site(broker, service, settings.admin_port), interface=settings.host
+        )
+    except CannotListenError as exc:
+        log.error("admin API disabled: cannot listen on port %d: %s", settings.admin_port, exc.socketError)
+        return None
+    log.info("admin API on http://%s:%d", settings.host, port.getHost().port)
+    return port

@@ -27,9 +27,18 @@ class ServerProcess:
         self.data_dir = Path(data_dir)
         self.extra = list(extra)
         self.port = port or free_port()
+        self.admin_port = free_port()
+        if "--admin-port" in self.extra:
+            self.admin_port = int(self.extra[self.extra.index("--admin-port") + 1])
+        else:
+            self.extra += ["--admin-port", str(self.admin_port)]
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-server.log"
         self.startup_seconds = 0.0
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
 
     @property
     def url(self) -> str:

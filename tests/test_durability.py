@@ -163,7 +163,9 @@ def test_batch_index_acknowledgements_survive_kill(server_factory: Factory) -> N
     proc = server_factory()
     topic = _topic()
     client = make_client(proc.url)
-    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=10)
+    producer = client.create_producer(
+        topic, batching_enabled=True, batching_max_messages=10, batching_max_publish_delay_ms=60_000
+    )
     ids = _send_batched(producer, [f"b{i}".encode() for i in range(10)])
     assert {msg_id.entry_id() for msg_id in ids} == {ids[0].entry_id()}, "expected a single batch"
     consumer = client.subscribe(

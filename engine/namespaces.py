@@ -1,0 +1,341 @@
+"""Tenants, namespaces and namespace policies, durable in the store, and the policies the engine applies.
+
+Policies are kept as Pulsar's ``Policies`` JSON object holds them (field names included), so the admin API
+returns what was set. Those that change behaviour here: ``deduplicationEnabled``, ``retention_policies``,
+``message_ttl_in_seconds``, ``autoTopicCreationOverride`` and ``schema_compatibility_strategy``; the broker and
+:class:`PolicyEnforcer` read them through the accessors below. Every other policy is stored and returned as set.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from engine.clock import Cancellable, now_ms
+from engine.store import Store, StoredSchema
+
+if TYPE_CHECKING:
+    from engine.broker import Broker
+    from engine.subscription import Subscription
+    from engine.topic import Topic
+
+log = logging.getLogger(__name__)
+
+_NAMED = re.compile(r"^[-=:.\w]+$")
+_TENANT = "tenant"
+_NAMESPACE = "namespace"
+#: Boundaries of the 4 bundles a namespace of a standalone Pulsar has.
+_BUNDLES = {
+    "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"],
+    "numBundles": 4,
+}
+#: Schema types whose data is an Avro-style record definition (JSON and AVRO schemas).
+_RECORD_SCHEMAS = (2, 4)
+#: Schema types meaning "bytes, no schema".
+_NO_SCHEMA = (0, -1)
+#: Avro type promotions a reader may apply to data written with the writer's type.
+_PROMOTIONS = {
+    ("int", "long"),
+    ("int", "float"),
+    ("int", "double"),
+    ("long", "float"),
+    ("long", "double"),
+    ("float", "double"),
+    ("string", "bytes"),
+    ("bytes", "string"),
+}
+SCHEMA_STRATEGIES = (
+    "UNDEFINED",
+    "ALWAYS_INCOMPATIBLE",
+    "ALWAYS_COMPATIBLE",
+    "BACKWARD",
+    "FORWARD",
+    "FULL",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD_TRANSITIVE",
+    "FULL_TRANSITIVE",
+)
+
+
+def valid_name(name: str) -> bool:
+    """Pulsar's rule for tenant and namespace names (``NamedEntity.checkName``)."""
+    return bool(_NAMED.match(name))
+
+
+def default_policies(cluster: str) -> dict[str, Any]:
+    """The policies of a namespace nobody changed, as a standalone Pulsar reports them."""
+    return {
+        "auth_policies": {"namespace_auth": {}, "destination_auth": {}, "subscription_auth_roles": {}},
+        "replication_clusters": [cluster],
+        "allowed_clusters": [],
+        "bundles": dict(_BUNDLES),
+        "backlog_quota_map": {},
+        "clusterDispatchRate": {},
+        "topicDispatchRate": {},
+        "subscriptionDispatchRate": {},
+        "replicatorDispatchRate": {},
+        "clusterSubscribeRate": {},
+        "publishMaxMessageRate": {},
+        "latency_stats_sample_rate": {},
+        "deleted": False,
+        "encryption_required": False,
+        "subscription_auth_mode": "None",
+        "offload_threshold": -1,
+        "offload_threshold_in_seconds": -1,
+        "schema_compatibility_strategy": "UNDEFINED",
+        "is_allow_auto_update_schema": True,
+        "schema_validation_enforced": False,
+        "subscription_types_enabled": [],
+        "properties": {},
+        "migrated": False,
+    }
+
+
+class Namespaces:
+    """Tenants (``TenantInfo``) and namespaces (their set policies), written through to the store."""
+
+    def __init__(self, store: Store, cluster: str, builtin: Iterable[str]) -> None:
+        self.store = store
+        self.cluster = cluster
+        self.tenants: dict[str, dict[str, Any]] = {
+            name: json.loads(value) for name, value in store.metadata(_TENANT).items()
+        }
+        self._policies: dict[str, dict[str, Any]] = {
+            name: json.loads(value) for name, value in store.metadata(_NAMESPACE).items()
+        }
+        for namespace in builtin:
+            tenant = namespace.partition("/")[0]
+            if tenant not in self.tenants:
+                self.create_tenant(tenant, {"adminRoles": [], "allowedClusters": [cluster]})
+            if namespace not in self._policies:
+                self.create_namespace(namespace, {})
+
+    # -- tenants -----------------------------------------------------------------------------
+
+    def create_tenant(self, tenant: str, info: dict[str, Any]) -> None:
+        """Create or replace a tenant's ``TenantInfo``."""
+        self.tenants[tenant] = info
+        self.store.put_metadata(_TENANT, tenant, json.dumps(info))
+
+    def delete_tenant(self, tenant: str) -> None:
+        """Forget a tenant (its namespaces must be gone)."""
+        self.tenants.pop(tenant, None)
+        self.store.put_metadata(_TENANT, tenant, None)
+
+    # -- namespaces --------------------------------------------------------------------------
+
+    def __contains__(self, namespace: object) -> bool:
+        return namespace in self._policies
+
+    def names(self, tenant: str | None = None) -> list[str]:
+        """Namespaces, of one tenant or all, sorted."""
+        return sorted(n for n in self._policies if tenant is None or n.partition("/")[0] == tenant)
+
+    def create_namespace(self, namespace: str, policies: dict[str, Any]) -> None:
+        """Create a namespace with the policies given at creation."""
+        self._policies[namespace] = dict(policies)
+        self._save(namespace)
+
+    def delete_namespace(self, namespace: str) -> None:
+        """Forget a namespace and its policies (its topics must be gone)."""
+        self._policies.pop(namespace, None)
+        self.store.put_metadata(_NAMESPACE, namespace, None)
+
+    def policies(self, namespace: str) -> dict[str, Any]:
+        """Every policy of a namespace: the defaults overlaid with what was set."""
+        merged = default_policies(self.cluster)
+        merged.update(self._policies[namespace])
+        return merged
+
+    def policy(self, namespace: str, key: str) -> Any:
+        """One policy as set, or None if it was never set (or removed)."""
+        return self._policies.get(namespace, {}).get(key)
+
+    def set_policy(self, namespace: str, key: str, value: Any) -> None:
+        """Set (or, with None, remove) one policy."""
+        policies = self._policies[namespace]
+        if value is None:
+            policies.pop(key, None)
+        else:
+            policies[key] = value
+        self._save(namespace)
+
+    def _save(self, namespace: str) -> None:
+        self.store.put_metadata(_NAMESPACE, namespace, json.dumps(self._policies[namespace]))
+
+    # -- the policies the engine applies ------------------------------------------------------
+
+    def deduplication(self, namespace: str) -> bool | None:
+        """The namespace's deduplication switch, or None to use the broker's."""
+        value = self.policy(namespace, "deduplicationEnabled")
+        return None if value is None else bool(value)
+
+    def message_ttl(self, namespace: str) -> int:
+        """Seconds after which unacknowledged messages expire (0: never)."""
+        return int(self.policy(namespace, "message_ttl_in_seconds") or 0)
+
+    def retention(self, namespace: str) -> tuple[int, int] | None:
+        """``(minutes, megabytes)`` acknowledged data is kept for (-1: no limit), or None when not set."""
+        value = self.policy(namespace, "retention_policies")
+        if not value:
+            return None
+        return int(value.get("retentionTimeInMinutes", 0)), int(value.get("retentionSizeInMB", 0))
+
+    def auto_topic_creation(self, namespace: str) -> tuple[bool, int] | None:
+        """``(allowed, partitions of created topics)`` from the namespace's override, or None."""
+        value = self.policy(namespace, "autoTopicCreationOverride")
+        if not value:
+            return None
+        allowed = bool(value.get("allowAutoTopicCreation"))
+        if value.get("topicType") == "partitioned":
+            return allowed, max(1, int(value.get("defaultNumPartitions") or 1))
+        return allowed, 0
+
+    def schema_strategy(self, namespace: str) -> str:
+        """The schema compatibility strategy set on a namespace (``UNDEFINED`` if none)."""
+        return self.policy(namespace, "schema_compatibility_strategy") or "UNDEFINED"
+
+
+# -- schema compatibility --------------------------------------------------------------------
+
+
+def _avro_type(spec: Any) -> str:
+    """A field type's name for compatibility purposes (unions and complex types by their JSON)."""
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, dict) and isinstance(spec.get("type"), str) and spec["type"] not in ("record", "enum"):
+        return spec["type"] if spec["type"] not in ("array", "map", "fixed") else json.dumps(spec, sort_keys=True)
+    return json.dumps(spec, sort_keys=True)
+
+
+def _readable(reader: dict[str, Any], writer: dict[str, Any]) -> str | None:
+    """Why a reader record schema cannot read data written with the writer's, or None if it can."""
+    written = {f["name"]: f for f in writer.get("fields", [])}
+    for field in reader.get("fields", []):
+        source = written.get(field["name"])
+        if source is None:
+            if "default" not in field:
+                return f"field '{field['name']}' is missing in the writer's schema and has no default value"
+            continue
+        r_type, w_type = _avro_type(field["type"]), _avro_type(source["type"])
+        if r_type != w_type and (w_type, r_type) not in _PROMOTIONS:
+            return f"field '{field['name']}' changes type from {w_type} to {r_type}"
+    return None
+
+
+def incompatibility(strategy: str, versions: list[StoredSchema], type_: int, data: bytes) -> str | None:
+    """Why a new schema breaks ``strategy`` against the existing versions (oldest first), or None.
+
+    Record schemas (AVRO, JSON) are checked as Avro's schema resolution does: BACKWARD means the new schema
+    reads data written with the old one, FORWARD the reverse, FULL both; the ``_TRANSITIVE`` forms check every
+    version instead of the latest only.
+    """
+    if not versions or strategy in ("UNDEFINED", "ALWAYS_COMPATIBLE") or type_ in _NO_SCHEMA:
+        return None
+    if strategy == "ALWAYS_INCOMPATIBLE":
+        return "the schema compatibility strategy is ALWAYS_INCOMPATIBLE"
+    base = strategy.removesuffix("_TRANSITIVE")
+    against = versions if strategy.endswith("_TRANSITIVE") else versions[-1:]
+    for old in against:
+        if old.type != type_:
+            return f"schema type {type_} differs from the existing schema's type {old.type}"
+        if type_ not in _RECORD_SCHEMAS:
+            continue
+        try:
+            new_def, old_def = json.loads(data), json.loads(old.data)
+        except ValueError:
+            return "the schema definition is not valid JSON"
+        checks = {"BACKWARD": [(new_def, old_def)], "FORWARD": [(old_def, new_def)]}
+        checks["FULL"] = checks["BACKWARD"] + checks["FORWARD"]
+        for reader, writer in checks[base]:
+            reason = _readable(reader, writer)
+            if reason is not None:
+                return f"{strategy} check against version {old.version} failed: {reason}"
+    return None
+
+
+# -- message TTL and retention -------------------------------------------------------------------
+
+
+def expire_messages(subscription: Subscription, cutoff_ms: int) -> bool:
+    """Acknowledge every readable entry published before ``cutoff_ms``; True if the cursor moved."""
+    topic = subscription.topic
+    upto = min(topic.entry_at_time(cutoff_ms) - 1, topic.read_limit)
+    if upto <= subscription.cursor.mark_delete:
+        return False
+    subscription.acknowledge(None, [(upto, None)], cumulative=True)
+    return True
+
+
+def consumed_upto(topic: Topic) -> int:
+    """The last entry every durable subscription has acknowledged (everything readable if none)."""
+    marks = [s.cursor.mark_delete for s in topic.subscriptions.values() if s.durable]
+    return min([topic.read_limit, *marks])
+
+
+class PolicyEnforcer:
+    """Applies message TTL and retention to the loaded topics every ``interval`` seconds."""
+
+    def __init__(self, broker: Broker, interval: float) -> None:
+        self.broker = broker
+        self.interval = interval
+        self._call: Cancellable | None = None
+
+    def start(self) -> None:
+        """Check now and then every ``interval`` seconds."""
+        self._call = self.broker.clock.call_later(self.interval, self._tick)
+
+    def stop(self) -> None:
+        """Stop checking."""
+        if self._call is not None:
+            self._call.cancel()
+            self._call = None
+
+    def _tick(self) -> None:
+        try:
+            self.run()
+        except Exception:
+            log.exception("applying message TTL and retention failed")
+        self.start()
+
+    def run(self) -> None:
+        """One pass over the loaded topics."""
+        namespaces = self.broker.namespaces
+        now = now_ms(self.broker.clock)
+        for topic in list(self.broker.topics.values()):
+            namespace = topic.name.namespace_name
+            if namespace not in namespaces:
+                continue
+            ttl = namespaces.message_ttl(namespace)
+            if ttl > 0:
+                for subscription in list(topic.subscriptions.values()):
+                    expire_messages(subscription, now - ttl * 1000)
+            retention = namespaces.retention(namespace)
+            if retention is not None:
+                self.trim(topic, retention, now)
+
+    def trim(self, topic: Topic, retention: tuple[int, int], now: int) -> int:
+        """Delete acknowledged entries beyond the retention limits; returns the last entry deleted (-1 if none).
+
+        As in Pulsar, acknowledged data goes once it is older than the retention time, or once the topic holds
+        more than the retention size; -1 for a limit means no limit, and entries still to be read stay.
+        """
+        minutes, megabytes = retention
+        consumed = consumed_upto(topic)
+        upto = -1
+        if minutes >= 0:
+            upto = max(upto, topic.entry_at_time(now - minutes * 60_000) - 1)
+        if megabytes >= 0:
+            over = topic.store.newest_over_size(topic.topic_id, topic.last_confirmed, megabytes * 1024 * 1024)
+            if over is not None:
+                upto = max(upto, over)
+        upto = min(upto, consumed)
+        if upto < topic.first_entry_id():
+            return -1
+        topic.store.stage_trim(topic.topic_id, upto)
+        self.broker.after_commit(lambda _: self.broker.stats.storage.forget(topic.topic_id), None)
+        log.info("%s: retention %s deletes entries up to %d", topic.name, retention, upto)
+        return upto

@@ -1,0 +1,221 @@
+"""Stored entries as the admin API returns them (peek, examine, get by id): headers plus the raw payload.
+
+As Pulsar's ``generateResponseWithEntry``: the message metadata goes into ``X-Pulsar-*`` headers and the body is
+the payload, decompressed (a batch stays a batch: the client splits it with ``X-Pulsar-num-batch-message``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import zlib
+from datetime import UTC, datetime
+
+from twisted.web import http_headers
+
+from engine.entry import Entry
+from engine.topic import Topic
+from proxy.admin.http import AdminError, Reply
+from wire.pulsar_api_pb2 import CompressionType, MessageMetadata
+
+_U32 = struct.Struct(">I")
+_U16LE = struct.Struct("<H")
+_U32LE = struct.Struct("<I")
+
+
+#: Header names whose case Pulsar clients rely on (the Java admin client finds ``X-Pulsar-PROPERTY`` by an exact
+#: comparison), written as Pulsar writes them.
+HEADERS = (
+    "X-Pulsar-Message-ID",
+    "X-Pulsar-PROPERTY",
+    "X-Pulsar-publish-time",
+    "X-Pulsar-event-time",
+    "X-Pulsar-deliver-at-time",
+    "X-Pulsar-num-batch-message",
+    "X-Pulsar-batch-size",
+    "X-Pulsar-null-value",
+    "X-Pulsar-Is-Encrypted",
+    "X-Pulsar-producer-name",
+    "X-Pulsar-sequence-id",
+    "X-Pulsar-partition-key",
+    "X-Pulsar-Base64-ordering-key",
+    "X-Pulsar-Base64-schema-version-b64encoded",
+    "X-Pulsar-marker-type",
+    "X-Pulsar-highest-sequence-id",
+    "X-Pulsar-uuid",
+    "X-Pulsar-txnid-least-bits",
+    "X-Pulsar-txnid-most-bits",
+    "X-Pulsar-txn-aborted",
+    "X-Pulsar-txn-uncommitted",
+)
+
+
+def _keep_header_case(names: tuple[str, ...]) -> None:
+    """Twisted writes header names in Header-Case; make it keep these as they are."""
+    mappings = getattr(getattr(http_headers, "_NameEncoder", None), "_caseMappings", None)
+    if isinstance(mappings, dict):
+        for name in names:
+            mappings[b"-".join(w.capitalize() for w in name.encode().split(b"-"))] = name.encode()
+
+
+_keep_header_case(HEADERS)
+
+
+def pulsar_time(ms: int) -> str:
+    """Epoch milliseconds as Pulsar's ``DateFormatter`` writes them (ISO 8601 with offset)."""
+    text = datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+def _lz4_block(src: bytes, size: int) -> bytes:
+    """Decompress an LZ4 block (the format Pulsar's LZ4 codec writes)."""
+    out = bytearray()
+    i, n = 0, len(src)
+    while i < n:
+        token = src[i]
+        i += 1
+        literal = token >> 4
+        if literal == 15:
+            while True:
+                extra = src[i]
+                i += 1
+                literal += extra
+                if extra != 255:
+                    break
+        out += src[i : i + literal]
+        i += literal
+        if i >= n:
+            break
+        offset = src[i] | (src[i + 1] << 8)
+        i += 2
+        length = token & 15
+        if length == 15:
+            while True:
+                extra = src[i]
+                i += 1
+                length += extra
+                if extra != 255:
+                    break
+        length += 4
+        start = len(out) - offset
+        if offset <= 0 or start < 0:
+            raise ValueError("corrupt LZ4 block")
+        for k in range(length):
+            out.append(out[start + k])
+    if len(out) != size:
+        raise ValueError(f"LZ4 block has {len(out)} bytes, {size} expected")
+    return bytes(out)
+
+
+def _snappy(src: bytes) -> bytes:
+    """Decompress raw Snappy (the format Pulsar's Snappy codec writes)."""
+    i, shift, size = 0, 0, 0
+    while True:
+        byte = src[i]
+        i += 1
+        size |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    out = bytearray()
+    while i < len(src):
+        tag = src[i]
+        i += 1
+        kind = tag & 3
+        if kind == 0:
+            length = tag >> 2
+            if length >= 60:
+                extra = length - 59
+                length = int.from_bytes(src[i : i + extra], "little")
+                i += extra
+            length += 1
+            out += src[i : i + length]
+            i += length
+            continue
+        if kind == 1:
+            length = ((tag >> 2) & 7) + 4
+            offset = ((tag >> 5) << 8) | src[i]
+            i += 1
+        elif kind == 2:
+            length = (tag >> 2) + 1
+            (offset,) = _U16LE.unpack_from(src, i)
+            i += 2
+        else:
+            length = (tag >> 2) + 1
+            (offset,) = _U32LE.unpack_from(src, i)
+            i += 4
+        start = len(out) - offset
+        if offset <= 0 or start < 0:
+            raise ValueError("corrupt Snappy data")
+        for k in range(length):
+            out.append(out[start + k])
+    if len(out) != size:
+        raise ValueError(f"Snappy data has {len(out)} bytes, {size} expected")
+    return bytes(out)
+
+
+def split_body(body: bytes) -> tuple[MessageMetadata, bytes]:
+    """The metadata and (possibly compressed) payload of a stored body."""
+    (size,) = _U32.unpack_from(body, 6)
+    meta = MessageMetadata()
+    meta.ParseFromString(body[10 : 10 + size])
+    return meta, body[10 + size :]
+
+
+def uncompressed(meta: MessageMetadata, payload: bytes) -> bytes:
+    """The payload without its compression."""
+    kind = meta.compression
+    try:
+        if kind == CompressionType.NONE:
+            return payload
+        if kind == CompressionType.ZLIB:
+            return zlib.decompress(payload)
+        if kind == CompressionType.LZ4:
+            return _lz4_block(payload, meta.uncompressed_size)
+        if kind == CompressionType.SNAPPY:
+            return _snappy(payload)
+    except (ValueError, IndexError, zlib.error) as exc:
+        raise AdminError(500, f"Failed to decompress the message: {exc}") from None
+    raise AdminError(500, f"Decompressing {CompressionType.Name(kind)} payloads is not supported here")
+
+
+def entry_reply(topic: Topic, entry: Entry) -> Reply:
+    """An entry as the admin API returns a message."""
+    meta, payload = split_body(entry.body)
+    headers = [("X-Pulsar-Message-ID", f"{topic.ledger_id}:{entry.entry_id}")]
+    if meta.properties:
+        headers.append(("X-Pulsar-PROPERTY", json.dumps({kv.key: kv.value for kv in meta.properties})))
+    headers.append(("X-Pulsar-publish-time", pulsar_time(meta.publish_time)))
+    if meta.event_time:
+        headers.append(("X-Pulsar-event-time", pulsar_time(meta.event_time)))
+    if meta.HasField("deliver_at_time"):
+        headers.append(("X-Pulsar-deliver-at-time", pulsar_time(meta.deliver_at_time)))
+    data = uncompressed(meta, payload)
+    if meta.HasField("num_messages_in_batch"):
+        headers.append(("X-Pulsar-num-batch-message", str(meta.num_messages_in_batch)))
+        headers.append(("X-Pulsar-batch-size", str(len(data))))
+    if meta.HasField("null_value"):
+        headers.append(("X-Pulsar-null-value", str(meta.null_value).lower()))
+    headers.append(("X-Pulsar-Is-Encrypted", str(len(meta.encryption_keys) > 0).lower()))
+    headers.append(("X-Pulsar-producer-name", meta.producer_name))
+    headers.append(("X-Pulsar-sequence-id", str(meta.sequence_id)))
+    if meta.HasField("partition_key"):
+        headers.append(("X-Pulsar-partition-key", meta.partition_key))
+    if meta.HasField("ordering_key"):
+        headers.append(("X-Pulsar-Base64-ordering-key", base64.b64encode(meta.ordering_key).decode()))
+    if meta.HasField("schema_version"):
+        headers.append(("X-Pulsar-Base64-schema-version-b64encoded", base64.b64encode(meta.schema_version).decode()))
+    if meta.HasField("marker_type"):
+        headers.append(("X-Pulsar-marker-type", str(meta.marker_type)))
+    if meta.HasField("highest_sequence_id"):
+        headers.append(("X-Pulsar-highest-sequence-id", str(meta.highest_sequence_id)))
+    if meta.HasField("uuid"):
+        headers.append(("X-Pulsar-uuid", meta.uuid))
+    if meta.HasField("txnid_most_bits") and meta.HasField("txnid_least_bits"):
+        headers.append(("X-Pulsar-txnid-least-bits", str(meta.txnid_least_bits)))
+        headers.append(("X-Pulsar-txnid-most-bits", str(meta.txnid_most_bits)))
+        aborted = topic.txn_buffer.is_aborted((meta.txnid_most_bits, meta.txnid_least_bits))
+        headers.append(("X-Pulsar-txn-aborted", str(aborted).lower()))
+    headers.append(("X-Pulsar-txn-uncommitted", str(entry.entry_id > topic.read_limit).lower()))
+    return Reply(200, data, "application/octet-stream", headers)

@@ -1,0 +1,161 @@
+"""Lookup and status: ``/lookup/v2/topic/...``, clusters, brokers, health and topic schemas.
+
+With these, a client given ``http://host:<admin port>`` as its service URL finds the broker over HTTP (the C++
+client's HTTP lookup also asks ``/admin/v2/{domain}/{t}/{ns}/{topic}/partitions`` and, for schemas,
+``/admin/v2/schemas/{t}/{ns}/{topic}/schema``), then speaks the binary protocol to the URL it was given.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine.errors import BrokerError
+from engine.names import TopicName
+from proxy.admin.context import AdminContext
+from proxy.admin.http import TEXT, AdminError, Call, Router, text_reply
+
+#: Pulsar's ``SchemaType`` names by the wire's ``Schema.Type`` numbers.
+SCHEMA_TYPES = {
+    -1: "BYTES",
+    0: "NONE",
+    1: "STRING",
+    2: "JSON",
+    3: "PROTOBUF",
+    4: "AVRO",
+    5: "BOOLEAN",
+    6: "INT8",
+    7: "INT16",
+    8: "INT32",
+    9: "INT64",
+    10: "FLOAT",
+    11: "DOUBLE",
+    12: "DATE",
+    13: "TIME",
+    14: "TIMESTAMP",
+    15: "KEY_VALUE",
+    16: "INSTANT",
+    17: "LOCAL_DATE",
+    18: "LOCAL_TIME",
+    19: "LOCAL_DATE_TIME",
+    20: "PROTOBUF_NATIVE",
+}
+
+
+def register(router: Router, ctx: AdminContext) -> None:
+    """Add the lookup, cluster, broker and schema routes."""
+    broker = ctx.broker
+
+    def require_cluster(cluster: str) -> None:
+        if cluster != ctx.cluster:
+            raise AdminError(404, "Cluster does not exist")
+
+    @router.route("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}")
+    def lookup(call: Call) -> Any:
+        try:
+            name = TopicName.parse(f"{call['domain']}://{call['tenant']}/{call['namespace']}/{call['topic']}")
+        except BrokerError:
+            raise AdminError(412, "Topic name is not valid") from None
+        if name.namespace_name not in broker.namespaces:
+            raise AdminError(404, f"Namespace not found: {name.namespace_name}")
+        url = ctx.broker_url(call.host)
+        return {
+            "brokerUrl": url,
+            "brokerUrlTls": "",
+            "httpUrl": ctx.web_url(call.host),
+            "httpUrlTls": "",
+            "nativeUrl": url,
+        }
+
+    @router.route("GET", "/admin/v2/clusters")
+    def clusters(call: Call) -> Any:
+        return [ctx.cluster]
+
+    @router.route("GET", "/admin/v2/clusters/{cluster}")
+    def cluster(call: Call) -> Any:
+        require_cluster(call["cluster"])
+        return {
+            "serviceUrl": ctx.web_url(call.host),
+            "brokerServiceUrl": ctx.broker_url(call.host),
+            "brokerClientTlsEnabled": False,
+            "tlsAllowInsecureConnection": False,
+            "brokerClientTlsEnabledWithKeyStore": False,
+            "brokerClientTlsTrustStoreType": "JKS",
+            "brokerClientTlsKeyStoreType": "JKS",
+        }
+
+    def active_brokers(call: Call) -> list[str]:
+        return [f"{ctx.host(call.host)}:{ctx.admin_port}"]
+
+    @router.route("GET", "/admin/v2/brokers")
+    def brokers(call: Call) -> Any:
+        return active_brokers(call)
+
+    @router.route("GET", "/admin/v2/brokers/{cluster}")
+    def brokers_of(call: Call) -> Any:
+        require_cluster(call["cluster"])
+        return active_brokers(call)
+
+    @router.route("GET", "/admin/v2/brokers/leaderBroker")
+    def leader(call: Call) -> Any:
+        broker_id = active_brokers(call)[0]
+        return {"serviceUrl": ctx.web_url(call.host), "brokerId": broker_id}
+
+    @router.route("GET", "/admin/v2/brokers/health")
+    def health(call: Call) -> Any:
+        # A round trip through the group commit proves the store takes writes.
+        broker.request_flush()
+        return ctx.committed(text_reply("ok", TEXT))
+
+    @router.route("GET", "/admin/v2/brokers/ready")
+    def ready(call: Call) -> Any:
+        return text_reply("ok", TEXT)
+
+    @router.route("GET", "/admin/v2/brokers/version")
+    def version(call: Call) -> Any:
+        return text_reply(ctx.service.server_version, TEXT)
+
+    @router.route("GET", "/admin/v2/brokers/configuration/runtime")
+    def runtime_configuration(call: Call) -> Any:
+        config = broker.config
+        return {
+            "clusterName": config.cluster,
+            "brokerServicePort": str(ctx.service.port),
+            "webServicePort": str(ctx.admin_port),
+            "transactionCoordinatorEnabled": "true",
+            "brokerDeduplicationEnabled": str(config.deduplication).lower(),
+            "allowAutoTopicCreation": str(config.auto_topic_creation).lower(),
+            "allowAutoTopicCreationType": "partitioned" if config.default_partitions > 0 else "non-partitioned",
+            "defaultNumPartitions": str(max(config.default_partitions, 1)),
+        }
+
+    def schema_reply(topic: str, version: int | None) -> Any:
+        schema = broker.schemas.get(topic, version)
+        if schema is None:
+            raise AdminError(404, "Schema not found")
+        return {
+            "version": schema.version,
+            "type": SCHEMA_TYPES.get(schema.type, str(schema.type)),
+            "timestamp": 0,
+            "data": schema.data.decode("utf-8", "replace"),
+            "properties": json.loads(schema.properties),
+        }
+
+    def schema_topic(call: Call) -> str:
+        try:
+            name = TopicName.parse(f"persistent://{call['tenant']}/{call['namespace']}/{call['topic']}")
+        except BrokerError:
+            raise AdminError(412, "Topic name is not valid") from None
+        return name.partitioned_parent.full
+
+    @router.route("GET", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema")
+    def latest_schema(call: Call) -> Any:
+        return schema_reply(schema_topic(call), None)
+
+    @router.route("GET", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema/{version}")
+    def schema_version(call: Call) -> Any:
+        try:
+            version = int(call["version"])
+        except ValueError:
+            raise AdminError(404, "Not Found") from None
+        return schema_reply(schema_topic(call), version)

@@ -1,0 +1,415 @@
+"""Tenants, namespaces and namespace policies: ``/admin/v2/tenants`` and ``/admin/v2/namespaces``.
+
+Paths, bodies, status codes and reasons follow Pulsar's ``TenantsBase`` and ``NamespacesBase``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from engine.namespaces import SCHEMA_STRATEGIES, valid_name
+from proxy.admin.context import AdminContext
+from proxy.admin.http import AdminError, Call, Router, text_reply
+from proxy.admin.topics import namespace_topics
+
+V2 = "/admin/v2"
+NS = V2 + "/namespaces/{tenant}/{namespace}"
+
+Check = Callable[[Any], Any]
+
+
+def _integer(minimum: int | None, reason: str) -> Check:
+    def check(value: Any) -> Any:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise AdminError(400, f"Cannot deserialize value {value!r} as an integer")
+        if minimum is not None and value < minimum:
+            raise AdminError(412, reason)
+        return value
+
+    return check
+
+
+def _boolean(value: Any) -> Any:
+    if not isinstance(value, bool):
+        raise AdminError(400, f"Cannot deserialize value {value!r} as a boolean")
+    return value
+
+
+def _of_type(kind: type, label: str) -> Check:
+    def check(value: Any) -> Any:
+        if not isinstance(value, kind):
+            raise AdminError(400, f"Cannot deserialize value {value!r} as {label}")
+        return value
+
+    return check
+
+
+def _retention(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise AdminError(400, "Cannot deserialize the body as RetentionPolicies")
+    time, size = value.get("retentionTimeInMinutes", 0), value.get("retentionSizeInMB", 0)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (time, size)):
+        raise AdminError(400, "Cannot deserialize the body as RetentionPolicies")
+    if size < -1:
+        raise AdminError(412, "Invalid retention policy: size limit must be >= -1")
+    if time < -1:
+        raise AdminError(412, "Invalid retention policy: time limit must be >= -1")
+    if (time == 0) != (size == 0):
+        raise AdminError(
+            412,
+            "Invalid retention policy: Setting a single time or size limit to 0 is invalid when one of the limits"
+            " has a non-zero value. Use the value of -1 instead of 0 to ignore a specific limit. To disable"
+            " retention both limits must be set to 0.",
+        )
+    return {"retentionTimeInMinutes": time, "retentionSizeInMB": size}
+
+
+def _auto_topic_creation(value: Any) -> Any:
+    if not isinstance(value, dict) or not isinstance(value.get("allowAutoTopicCreation", False), bool):
+        raise AdminError(400, "Cannot deserialize the body as AutoTopicCreationOverride")
+    problem = None
+    if value.get("allowAutoTopicCreation"):
+        kind, partitions = value.get("topicType"), value.get("defaultNumPartitions")
+        if kind not in ("partitioned", "non-partitioned"):
+            problem = f"Unknown topic type [{kind}]"
+        elif kind == "partitioned" and partitions is None:
+            problem = "[defaultNumPartitions] cannot be null when the type is partitioned."
+        elif kind == "partitioned" and (not isinstance(partitions, int) or partitions < 1):
+            problem = "[defaultNumPartitions] cannot be less than 1 for partition type."
+        elif kind == "non-partitioned" and partitions is not None:
+            problem = "[defaultNumPartitions] is not allowed to be set when the type is non-partition."
+    if problem is not None:
+        raise AdminError(412, f"Invalid configuration for autoTopicCreationOverride. the detail is {problem}")
+    return value
+
+
+def _strategy(value: Any) -> Any:
+    if value not in SCHEMA_STRATEGIES:
+        raise AdminError(400, f"Cannot deserialize value {value!r} as SchemaCompatibilityStrategy")
+    return value
+
+
+#: ``endpoint: (Policies field, method that sets it, check of the body)``. GET returns the field (204 when
+#: unset), DELETE removes it. The first five change the engine's behaviour; the others are stored.
+POLICIES: dict[str, tuple[str, str, Check]] = {
+    "messageTTL": (
+        "message_ttl_in_seconds",
+        "POST",
+        _integer(0, "Invalid value for message TTL, message TTL must >= 0"),
+    ),
+    "deduplication": ("deduplicationEnabled", "POST", _boolean),
+    "retention": ("retention_policies", "POST", _retention),
+    "autoTopicCreation": ("autoTopicCreationOverride", "POST", _auto_topic_creation),
+    "schemaCompatibilityStrategy": ("schema_compatibility_strategy", "PUT", _strategy),
+    "autoSubscriptionCreation": ("autoSubscriptionCreationOverride", "POST", _of_type(dict, "an object")),
+    "schemaValidationEnforced": ("schema_validation_enforced", "POST", _boolean),
+    "isAllowAutoUpdateSchema": ("is_allow_auto_update_schema", "POST", _boolean),
+    "schemaAutoUpdateCompatibilityStrategy": (
+        "schema_auto_update_compatibility_strategy",
+        "PUT",
+        _of_type(str, "a strategy"),
+    ),
+    "subscriptionExpirationTime": (
+        "subscription_expiration_time_minutes",
+        "POST",
+        _integer(0, "SubscriptionExpirationTime must be 0 or more"),
+    ),
+    "persistence": ("persistence", "POST", _of_type(dict, "PersistencePolicies")),
+    "delayedDelivery": ("delayed_delivery_policies", "POST", _of_type(dict, "DelayedDeliveryPolicies")),
+    "inactiveTopicPolicies": ("inactive_topic_policies", "POST", _of_type(dict, "InactiveTopicPolicies")),
+    "offloadPolicies": ("offload_policies", "POST", _of_type(dict, "OffloadPolicies")),
+    "entryFilters": ("entryFilters", "POST", _of_type(dict, "EntryFilters")),
+    "subscriptionTypesEnabled": ("subscription_types_enabled", "POST", _of_type(list, "a list")),
+    "allowedTopicPropertyKeysForMetrics": ("allowed_topic_property_keys_for_metrics", "POST", _of_type(list, "a list")),
+    "replication": ("replication_clusters", "POST", _of_type(list, "a list of clusters")),
+    "allowedClusters": ("allowed_clusters", "POST", _of_type(list, "a list of clusters")),
+    "encryptionRequired": ("encryption_required", "POST", _boolean),
+    "subscriptionAuthMode": ("subscription_auth_mode", "POST", _of_type(str, "SubscriptionAuthMode")),
+    "deduplicationSnapshotInterval": (
+        "deduplicationSnapshotIntervalSeconds",
+        "POST",
+        _integer(0, "interval must be 0 or more"),
+    ),
+    "compactionThreshold": ("compaction_threshold", "PUT", _integer(0, "compactionThreshold must be 0 or more")),
+    "offloadThreshold": ("offload_threshold", "PUT", _integer(None, "")),
+    "offloadThresholdInSeconds": ("offload_threshold_in_seconds", "PUT", _integer(None, "")),
+    "offloadDeletionLagMs": ("offload_deletion_lag_ms", "PUT", _integer(None, "")),
+    "maxProducersPerTopic": ("max_producers_per_topic", "POST", _integer(0, "maxProducersPerTopic must be 0 or more")),
+    "maxConsumersPerTopic": ("max_consumers_per_topic", "POST", _integer(0, "maxConsumersPerTopic must be 0 or more")),
+    "maxConsumersPerSubscription": (
+        "max_consumers_per_subscription",
+        "POST",
+        _integer(0, "maxConsumersPerSubscription must be 0 or more"),
+    ),
+    "maxUnackedMessagesPerConsumer": (
+        "max_unacked_messages_per_consumer",
+        "POST",
+        _integer(0, "maxUnackedMessagesPerConsumer must be 0 or more"),
+    ),
+    "maxUnackedMessagesPerSubscription": (
+        "max_unacked_messages_per_subscription",
+        "POST",
+        _integer(0, "maxUnackedMessagesPerSubscription must be 0 or more"),
+    ),
+    "maxSubscriptionsPerTopic": (
+        "max_subscriptions_per_topic",
+        "POST",
+        _integer(0, "maxSubscriptionsPerTopic must be 0 or more"),
+    ),
+    "maxTopicsPerNamespace": (
+        "max_topics_per_namespace",
+        "POST",
+        _integer(0, "maxTopicsPerNamespace must be 0 or more"),
+    ),
+}
+
+#: Rate policies kept per cluster: ``endpoint: Policies field`` (a map keyed by the cluster name).
+CLUSTER_POLICIES = {
+    "dispatchRate": "topicDispatchRate",
+    "subscriptionDispatchRate": "subscriptionDispatchRate",
+    "replicatorDispatchRate": "replicatorDispatchRate",
+    "publishRate": "publishMaxMessageRate",
+    "subscribeRate": "clusterSubscribeRate",
+}
+
+
+def register(router: Router, ctx: AdminContext) -> None:
+    """Add the tenant and namespace routes."""
+    namespaces = ctx.broker.namespaces
+
+    def tenant_info(value: Any) -> dict[str, Any]:
+        clusters = value.get("allowedClusters") if isinstance(value, dict) else None
+        if not clusters or any(not isinstance(c, str) or not c.strip() for c in clusters):
+            raise AdminError(412, "Clusters can not be empty")
+        unknown = sorted(c for c in clusters if c != ctx.cluster)
+        if unknown:
+            raise AdminError(412, "Clusters do not exist")
+        return {"adminRoles": list(value.get("adminRoles") or []), "allowedClusters": list(clusters)}
+
+    def require_tenant(tenant: str) -> None:
+        if tenant not in namespaces.tenants:
+            raise AdminError(404, "Tenant does not exist")
+
+    def require_namespace(call: Call) -> str:
+        namespace = f"{call['tenant']}/{call['namespace']}"
+        if namespace not in namespaces:
+            raise AdminError(404, "Namespace does not exist")
+        return namespace
+
+    # -- tenants -----------------------------------------------------------------------------
+
+    @router.route("GET", V2 + "/tenants")
+    def list_tenants(call: Call) -> Any:
+        return sorted(namespaces.tenants)
+
+    @router.route("GET", V2 + "/tenants/{tenant}")
+    def get_tenant(call: Call) -> Any:
+        require_tenant(call["tenant"])
+        return namespaces.tenants[call["tenant"]]
+
+    @router.route("PUT", V2 + "/tenants/{tenant}")
+    def create_tenant(call: Call) -> Any:
+        info = tenant_info(call.json())
+        tenant = call["tenant"]
+        if not valid_name(tenant):
+            raise AdminError(412, "Tenant name is not valid")
+        if tenant in namespaces.tenants:
+            raise AdminError(409, "Tenant already exist")
+        namespaces.create_tenant(tenant, info)
+        return None
+
+    @router.route("POST", V2 + "/tenants/{tenant}")
+    def update_tenant(call: Call) -> Any:
+        info = tenant_info(call.json())
+        tenant = call["tenant"]
+        if tenant not in namespaces.tenants:
+            raise AdminError(404, f"Tenant {tenant} not found")
+        namespaces.create_tenant(tenant, info)
+        return None
+
+    @router.route("DELETE", V2 + "/tenants/{tenant}")
+    def delete_tenant(call: Call) -> Any:
+        tenant = call["tenant"]
+        if tenant not in namespaces.tenants:
+            raise AdminError(404, "Tenant doesn't exist")
+        if call.flag("force"):
+            # A standalone Pulsar runs with forceDeleteTenantAllowed=false.
+            raise AdminError(405, "Broker doesn't allow forced deletion of tenants")
+        if namespaces.names(tenant):
+            raise AdminError(409, "The tenant still has active namespaces")
+        namespaces.delete_tenant(tenant)
+        return None
+
+    # -- namespaces ---------------------------------------------------------------------------
+
+    @router.route("GET", V2 + "/namespaces/{tenant}")
+    def list_namespaces(call: Call) -> Any:
+        require_tenant(call["tenant"])
+        return namespaces.names(call["tenant"])
+
+    @router.route("PUT", NS)
+    def create_namespace(call: Call) -> Any:
+        body = call.json()
+        if body is not None and not isinstance(body, dict):
+            raise AdminError(400, "Cannot deserialize the body as Policies")
+        tenant, local = call["tenant"], call["namespace"]
+        if not valid_name(local):
+            raise AdminError(412, "Namespace name is not valid")
+        require_tenant(tenant)
+        namespace = f"{tenant}/{local}"
+        if namespace in namespaces:
+            raise AdminError(409, "Namespace already exists")
+        given = {k: v for k, v in (body or {}).items() if v is not None and k != "deleted"}
+        for cluster in given.get("replication_clusters") or []:
+            if cluster != ctx.cluster:
+                raise AdminError(412, f"Cluster {cluster} does not exist.")
+        for key in ("messageTTL", "retention", "autoTopicCreation", "schemaCompatibilityStrategy"):
+            field, _, check = POLICIES[key]
+            if given.get(field) is not None:
+                given[field] = check(given[field])
+        namespaces.create_namespace(namespace, given)
+        return None
+
+    @router.route("GET", NS)
+    def get_policies(call: Call) -> Any:
+        return namespaces.policies(require_namespace(call))
+
+    @router.route("DELETE", NS)
+    def delete_namespace(call: Call) -> Any:
+        namespace = require_namespace(call)
+        if call.flag("force"):
+            # A standalone Pulsar runs with forceDeleteNamespaceAllowed=false.
+            raise AdminError(405, "Broker doesn't allow forced deletion of namespaces")
+        if namespace_topics(ctx, namespace) or ctx.broker.partitioned_topics(namespace):
+            raise AdminError(409, "Cannot delete non empty namespace")
+        namespaces.delete_namespace(namespace)
+        return None
+
+    @router.route("GET", NS + "/topics")
+    def topics_of(call: Call) -> Any:
+        namespace = require_namespace(call)
+        mode = (call.query.get("mode") or "PERSISTENT").upper()
+        return [] if mode == "NON_PERSISTENT" else namespace_topics(ctx, namespace)
+
+    @router.route("GET", NS + "/bundles")
+    def bundles(call: Call) -> Any:
+        return namespaces.policies(require_namespace(call))["bundles"]
+
+    @router.route("GET", NS + "/permissions")
+    def permissions(call: Call) -> Any:
+        require_namespace(call)
+        return {}
+
+    @router.route("PUT", NS + "/unload")
+    def unload(call: Call) -> Any:
+        namespace = require_namespace(call)
+        for name in list(ctx.broker.topics):
+            if ctx.broker.topics[name].name.namespace_name == namespace:
+                ctx.broker.topics[name].close()
+        return None
+
+    # -- policies -----------------------------------------------------------------------------
+
+    def policy_routes(endpoint: str, field: str, method: str, check: Check) -> None:
+        def get(call: Call) -> Any:
+            return namespaces.policies(require_namespace(call)).get(field)
+
+        def put(call: Call) -> Any:
+            namespace = require_namespace(call)
+            namespaces.set_policy(namespace, field, check(call.json(required=True)))
+            return None
+
+        def delete(call: Call) -> Any:
+            namespaces.set_policy(require_namespace(call), field, None)
+            return None
+
+        router.add("GET", f"{NS}/{endpoint}", get)
+        router.add(method, f"{NS}/{endpoint}", put)
+        router.add("DELETE", f"{NS}/{endpoint}", delete)
+
+    for endpoint, (field, method, check) in POLICIES.items():
+        policy_routes(endpoint, field, method, check)
+
+    def cluster_policy_routes(endpoint: str, field: str) -> None:
+        def get(call: Call) -> Any:
+            return namespaces.policies(require_namespace(call)).get(field, {}).get(ctx.cluster)
+
+        def post(call: Call) -> Any:
+            namespace = require_namespace(call)
+            value = _of_type(dict, "an object")(call.json(required=True))
+            namespaces.set_policy(namespace, field, {**(namespaces.policy(namespace, field) or {}), ctx.cluster: value})
+            return None
+
+        def delete(call: Call) -> Any:
+            namespace = require_namespace(call)
+            current = dict(namespaces.policy(namespace, field) or {})
+            current.pop(ctx.cluster, None)
+            namespaces.set_policy(namespace, field, current or None)
+            return None
+
+        router.add("GET", f"{NS}/{endpoint}", get)
+        router.add("POST", f"{NS}/{endpoint}", post)
+        router.add("DELETE", f"{NS}/{endpoint}", delete)
+
+    for endpoint, field in CLUSTER_POLICIES.items():
+        cluster_policy_routes(endpoint, field)
+
+    @router.route("GET", NS + "/backlogQuotaMap")
+    def backlog_quotas(call: Call) -> Any:
+        return namespaces.policies(require_namespace(call))["backlog_quota_map"]
+
+    @router.route("POST", NS + "/backlogQuota")
+    def set_backlog_quota(call: Call) -> Any:
+        namespace = require_namespace(call)
+        quota = _of_type(dict, "BacklogQuota")(call.json(required=True))
+        kind = call.query.get("backlogQuotaType") or "destination_storage"
+        current = dict(namespaces.policy(namespace, "backlog_quota_map") or {})
+        current[kind] = quota
+        namespaces.set_policy(namespace, "backlog_quota_map", current)
+        return None
+
+    @router.route("DELETE", NS + "/backlogQuota")
+    def remove_backlog_quota(call: Call) -> Any:
+        namespace = require_namespace(call)
+        current = dict(namespaces.policy(namespace, "backlog_quota_map") or {})
+        current.pop(call.query.get("backlogQuotaType") or "destination_storage", None)
+        namespaces.set_policy(namespace, "backlog_quota_map", current or None)
+        return None
+
+    @router.route("GET", NS + "/properties")
+    def get_properties(call: Call) -> Any:
+        return namespaces.policies(require_namespace(call))["properties"]
+
+    @router.route("PUT", NS + "/properties")
+    def set_properties(call: Call) -> Any:
+        namespace = require_namespace(call)
+        given = _of_type(dict, "a map")(call.json(required=True))
+        namespaces.set_policy(namespace, "properties", {**(namespaces.policy(namespace, "properties") or {}), **given})
+        return None
+
+    @router.route("DELETE", NS + "/properties")
+    def clear_properties(call: Call) -> Any:
+        namespaces.set_policy(require_namespace(call), "properties", None)
+        return None
+
+    @router.route("PUT", NS + "/property/{key}/{value}")
+    def set_property(call: Call) -> Any:
+        namespace = require_namespace(call)
+        current = dict(namespaces.policy(namespace, "properties") or {})
+        current[call["key"]] = call["value"]
+        namespaces.set_policy(namespace, "properties", current)
+        return None
+
+    @router.route("GET", NS + "/property/{key}")
+    def get_property(call: Call) -> Any:
+        value = namespaces.policies(require_namespace(call))["properties"].get(call["key"])
+        return None if value is None else text_reply(value)
+
+    @router.route("DELETE", NS + "/property/{key}")
+    def remove_property(call: Call) -> Any:
+        namespace = require_namespace(call)
+        current = dict(namespaces.policy(namespace, "properties") or {})
+        removed = current.pop(call["key"], None)
+        namespaces.set_policy(namespace, "properties", current or None)
+        return None if removed is None else text_reply(removed)

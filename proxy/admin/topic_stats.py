@@ -1,0 +1,345 @@
+"""Topic figures in the JSON shapes of Pulsar's ``TopicStatsImpl``, ``SubscriptionStatsImpl``, ``ConsumerStatsImpl``,
+``PublisherStatsImpl``, ``PartitionedTopicStatsImpl`` and ``PersistentTopicInternalStats``.
+
+Each topic partition has a single ledger (its ``ledger_id``) that is never rolled over, so internal stats show
+one ledger, open, holding every stored entry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.stats import BrokerStats
+from engine.subscription import Consumer, Subscription, SubType
+from engine.topic import AccessMode, Producer, Topic
+from proxy.admin.messages import pulsar_time
+
+_SUB_TYPES = {
+    SubType.EXCLUSIVE: "Exclusive",
+    SubType.SHARED: "Shared",
+    SubType.FAILOVER: "Failover",
+    SubType.KEY_SHARED: "Key_Shared",
+}
+_ACCESS_MODES = {
+    AccessMode.SHARED: "Shared",
+    AccessMode.EXCLUSIVE: "Exclusive",
+    AccessMode.WAIT_FOR_EXCLUSIVE: "WaitForExclusive",
+    AccessMode.EXCLUSIVE_WITH_FENCING: "ExclusiveWithFencing",
+}
+_COMPACTION = {
+    "lastCompactionRemovedEventCount": 0,
+    "lastCompactionSucceedTimestamp": 0,
+    "lastCompactionFailedTimestamp": 0,
+    "lastCompactionDurationTimeInMills": 0,
+}
+#: ``LedgerInfo`` of the compacted ledger when there is none.
+NO_LEDGER = {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False, "underReplicated": False}
+
+
+def _client_fields(sink: object) -> dict[str, Any]:
+    return {
+        "address": f"/{getattr(sink, 'peer', '?')}",
+        "connectedSince": pulsar_time(getattr(sink, "connected_ms", 0)),
+        "clientVersion": getattr(sink, "client_version", ""),
+    }
+
+
+def acked_ranges(subscription: Subscription) -> list[tuple[int, int]]:
+    """Inclusive ranges of entries acknowledged above the mark-delete position."""
+    ranges: list[list[int]] = []
+    for entry_id in sorted(subscription.cursor.acked):
+        if ranges and ranges[-1][1] == entry_id - 1:
+            ranges[-1][1] = entry_id
+        else:
+            ranges.append([entry_id, entry_id])
+    return [(a, b) for a, b in ranges]
+
+
+def unacked(sub: Subscription, consumer: Consumer) -> int:
+    """Entries delivered to a consumer and not acknowledged: Pulsar tracks them on Shared and Key_Shared only."""
+    return 0 if sub.single_active else len(consumer.pending)
+
+
+def consumer_stats(stats: BrokerStats, consumer: Consumer, sub: Subscription) -> dict[str, Any]:
+    """One ``ConsumerStatsImpl``."""
+    rate, throughput = stats.rates.of(consumer, (consumer.messages_out, consumer.bytes_out))
+    out: dict[str, Any] = {
+        "msgRateOut": rate,
+        "msgThroughputOut": throughput,
+        "bytesOutCounter": consumer.bytes_out,
+        "msgOutCounter": consumer.messages_out,
+        "msgRateRedeliver": 0.0,
+        "messageAckRate": 0.0,
+        "chunkedMessageRate": 0.0,
+        "consumerName": consumer.name,
+        "availablePermits": max(consumer.permits, 0),
+        "unackedMessages": unacked(sub, consumer),
+        "avgMessagesPerEntry": 0,
+        "blockedConsumerOnUnackedMsgs": False,
+        "drainingHashesCount": 0,
+        "drainingHashesClearedTotal": 0,
+        "drainingHashesUnackedMessages": 0,
+        "lastAckedTimestamp": 0,
+        "lastConsumedTimestamp": 0,
+        "firstMessagesSentTimestamp": 0,
+        "lastConsumedFlowTimestamp": 0,
+        "firstConsumedFlowTimestamp": 0,
+        "metadata": {},
+        **_client_fields(consumer.sink),
+    }
+    if sub.sub_type == SubType.KEY_SHARED and consumer.hash_ranges:
+        out["keyHashRanges"] = [f"[{a}, {b}]" for a, b in consumer.hash_ranges]
+    return out
+
+
+def subscription_stats(
+    stats: BrokerStats, topic: Topic, sub: Subscription, avg_entry: float, consumers: bool = True
+) -> dict[str, Any]:
+    """One ``SubscriptionStatsImpl``."""
+    rate, throughput = stats.rates.of(sub, (sub.messages_out, sub.bytes_out))
+    backlog = sub.backlog()
+    active = sub.active_consumer
+    out: dict[str, Any] = {
+        "msgRateOut": rate,
+        "msgThroughputOut": throughput,
+        "bytesOutCounter": sub.bytes_out,
+        "msgOutCounter": sub.messages_out,
+        "msgRateRedeliver": 0.0,
+        "messageAckRate": 0.0,
+        "chunkedMessageRate": 0.0,
+        "msgBacklog": backlog,
+        "backlogSize": int(backlog * avg_entry),
+        "earliestMsgPublishTimeInBacklog": 0,
+        "msgBacklogNoDelayed": backlog,
+        "blockedSubscriptionOnUnackedMsgs": False,
+        "msgDelayed": 0,
+        "msgInReplay": 0,
+        "unackedMessages": sum(unacked(sub, c) for c in sub.consumers),
+        "type": _SUB_TYPES[sub.sub_type],
+        "msgRateExpired": 0.0,
+        "totalMsgExpired": 0,
+        "lastExpireTimestamp": 0,
+        "lastConsumedFlowTimestamp": 0,
+        "lastConsumedTimestamp": 0,
+        "lastAckedTimestamp": 0,
+        "lastMarkDeleteAdvancedTimestamp": 0,
+        "consumers": [consumer_stats(stats, c, sub) for c in sub.consumers] if consumers else [],
+        "isDurable": sub.durable,
+        "isReplicated": False,
+        "allowOutOfOrderDelivery": False,
+        "consumersAfterMarkDeletePosition": {},
+        "drainingHashesCount": 0,
+        "drainingHashesClearedTotal": 0,
+        "drainingHashesUnackedMessages": 0,
+        "nonContiguousDeletedMessagesRanges": len(acked_ranges(sub)) if sub.cursor.acked else 0,
+        "nonContiguousDeletedMessagesRangesSerializedSize": 0,
+        "delayedMessageIndexSizeInBytes": 0,
+        "subscriptionProperties": {},
+        "filterProcessedMsgCount": 0,
+        "filterAcceptedMsgCount": 0,
+        "filterRejectedMsgCount": 0,
+        "filterRescheduledMsgCount": 0,
+    }
+    if active is not None and sub.single_active:
+        out["activeConsumerName"] = active.name
+    if sub.sub_type == SubType.KEY_SHARED:
+        out["keySharedMode"] = "STICKY" if sub.sticky_mode else "AUTO_SPLIT"
+    return out
+
+
+def publisher_stats(stats: BrokerStats, producer: Producer) -> dict[str, Any]:
+    """One ``PublisherStatsImpl``."""
+    rate, throughput = stats.rates.of(producer, (producer.messages_in, producer.bytes_in))
+    return {
+        "accessMode": _ACCESS_MODES[producer.access_mode],
+        "msgRateIn": rate,
+        "msgThroughputIn": throughput,
+        "averageMsgSize": throughput / rate if rate else 0.0,
+        "chunkedMessageRate": 0.0,
+        "producerId": producer.producer_id,
+        "supportsPartialProducer": False,
+        "producerName": producer.name,
+        "metadata": {},
+        **_client_fields(producer.sink),
+    }
+
+
+def topic_stats(
+    stats: BrokerStats, topic: Topic, owner: str, *, publishers: bool = True, consumers: bool = True
+) -> dict[str, Any]:
+    """One ``TopicStatsImpl`` of a topic partition (or non-partitioned topic)."""
+    entries, stored = stats.storage.of(topic)
+    avg_entry = stored / entries if entries else 0.0
+    subs = {
+        name: subscription_stats(stats, topic, sub, avg_entry, consumers) for name, sub in topic.subscriptions.items()
+    }
+    msg_out = sum(s.messages_out for s in topic.subscriptions.values())
+    bytes_out = sum(s.bytes_out for s in topic.subscriptions.values())
+    rate_in, throughput_in = stats.rates.of(topic, (topic.messages_in, topic.bytes_in))
+    backlogs = [s["msgBacklog"] for name, s in subs.items() if topic.subscriptions[name].durable]
+    txn = topic.txn_buffer
+    return {
+        "msgRateIn": rate_in,
+        "msgThroughputIn": throughput_in,
+        "msgRateOut": sum(s["msgRateOut"] for s in subs.values()),
+        "msgThroughputOut": sum(s["msgThroughputOut"] for s in subs.values()),
+        "bytesInCounter": topic.bytes_in,
+        "msgInCounter": topic.messages_in,
+        "systemTopicBytesInCounter": 0,
+        "bytesOutCounter": bytes_out,
+        "msgOutCounter": msg_out,
+        "bytesOutInternalCounter": 0,
+        "averageMsgSize": throughput_in / rate_in if rate_in else 0.0,
+        "msgChunkPublished": False,
+        "storageSize": stored,
+        "backlogSize": int(max(backlogs, default=0) * avg_entry),
+        "backlogQuotaLimitSize": -1,
+        "backlogQuotaLimitTime": -1,
+        "oldestBacklogMessageAgeSeconds": -1,
+        "publishRateLimitedTimes": 0,
+        "earliestMsgPublishTimeInBacklogs": 0,
+        "offloadedStorageSize": 0,
+        "lastOffloadLedgerId": 0,
+        "lastOffloadSuccessTimeStamp": 0,
+        "lastOffloadFailureTimeStamp": 0,
+        "ongoingTxnCount": len(txn.ongoing),
+        "abortedTxnCount": len(txn.aborted),
+        "committedTxnCount": txn.committed,
+        "publishers": [publisher_stats(stats, p) for p in topic.producers] if publishers else [],
+        "waitingPublishers": len(topic.waiting_producers),
+        "subscriptions": subs,
+        "replication": {},
+        "deduplicationStatus": "Enabled" if topic.broker.deduplication(topic.name) else "Disabled",
+        "nonContiguousDeletedMessagesRanges": sum(s["nonContiguousDeletedMessagesRanges"] for s in subs.values()),
+        "nonContiguousDeletedMessagesRangesSerializedSize": 0,
+        "delayedMessageIndexSizeInBytes": 0,
+        "compaction": dict(_COMPACTION),
+        "ownerBroker": owner,
+    }
+
+
+#: Fields of ``TopicStatsImpl`` that partitioned stats sum over partitions.
+_SUMMED = (
+    "msgRateIn",
+    "msgThroughputIn",
+    "msgRateOut",
+    "msgThroughputOut",
+    "bytesInCounter",
+    "msgInCounter",
+    "bytesOutCounter",
+    "msgOutCounter",
+    "storageSize",
+    "backlogSize",
+    "ongoingTxnCount",
+    "abortedTxnCount",
+    "committedTxnCount",
+    "waitingPublishers",
+    "nonContiguousDeletedMessagesRanges",
+)
+_SUB_SUMMED = (
+    "msgRateOut",
+    "msgThroughputOut",
+    "bytesOutCounter",
+    "msgOutCounter",
+    "msgBacklog",
+    "backlogSize",
+    "msgBacklogNoDelayed",
+    "unackedMessages",
+    "nonContiguousDeletedMessagesRanges",
+)
+
+
+def partitioned_stats(partitions: int, parts: dict[str, dict[str, Any]], per_partition: bool) -> dict[str, Any]:
+    """A ``PartitionedTopicStatsImpl``: partition stats summed, subscriptions merged by name."""
+    total: dict[str, Any] = {}
+    subs: dict[str, dict[str, Any]] = {}
+    publishers: list[dict[str, Any]] = []
+    for part in parts.values():
+        if not total:
+            total = {k: v for k, v in part.items() if k not in ("subscriptions", "publishers")}
+            total.update({k: 0 for k in _SUMMED})
+        for key in _SUMMED:
+            total[key] += part[key]
+        publishers.extend(part["publishers"])
+        for name, sub in part["subscriptions"].items():
+            merged = subs.get(name)
+            if merged is None:
+                subs[name] = {**sub, "consumers": list(sub["consumers"])}
+                continue
+            for key in _SUB_SUMMED:
+                merged[key] += sub[key]
+            merged["consumers"].extend(sub["consumers"])
+    rate = total.get("msgRateIn", 0)
+    total["averageMsgSize"] = total["msgThroughputIn"] / rate if rate else 0.0
+    total["publishers"] = publishers
+    total["subscriptions"] = subs
+    total["metadata"] = {"partitions": partitions}
+    total["partitions"] = parts if per_partition else {}
+    return total
+
+
+def _position(topic: Topic, entry_id: int) -> str:
+    return f"{topic.ledger_id}:{entry_id}"
+
+
+def cursor_stats(topic: Topic, sub: Subscription) -> dict[str, Any]:
+    """One ``CursorStats`` of internal stats."""
+    ranges = acked_ranges(sub)
+    deleted = ", ".join(f"({_position(topic, a - 1)}..{_position(topic, b)}]" for a, b in ranges)
+    waiting = any(c.permits > 0 for c in sub.consumers) and sub.read_position > topic.read_limit
+    unacked_since = topic.last_confirmed - sub.cursor.mark_delete
+    return {
+        "markDeletePosition": _position(topic, sub.cursor.mark_delete),
+        "readPosition": _position(topic, sub.read_position),
+        "waitingReadOp": waiting,
+        "pendingReadOps": 0,
+        "messagesConsumedCounter": sub.messages_out,
+        "cursorLedger": -1,
+        "cursorLedgerLastEntry": -1,
+        "individuallyDeletedMessages": f"[{deleted}]",
+        "lastLedgerSwitchTimestamp": pulsar_time(topic.broker.stats.started_ms),
+        "state": "NoLedger",
+        "active": bool(sub.consumers),
+        "numberOfEntriesSinceFirstNotAckedMessage": max(unacked_since, 0),
+        "totalNonContiguousDeletedMessagesRange": len(ranges),
+        "subscriptionHavePendingRead": waiting,
+        "subscriptionHavePendingReplayRead": False,
+        "properties": {},
+    }
+
+
+def ledger_internal_stats(
+    ledger_id: int, entries: int, size: int, last_entry: int, state: str = "LedgerOpened"
+) -> dict[str, Any]:
+    """A ``ManagedLedgerInternalStats`` of a log with one open ledger."""
+    return {
+        "entriesAddedCounter": entries,
+        "numberOfEntries": entries,
+        "totalSize": size,
+        "currentLedgerEntries": entries,
+        "currentLedgerSize": size,
+        "waitingCursorsCount": 0,
+        "pendingAddEntriesCount": 0,
+        "lastConfirmedEntry": f"{ledger_id}:{last_entry}",
+        "state": state,
+        "ledgers": [
+            {"ledgerId": ledger_id, "entries": entries, "size": size, "offloaded": False, "underReplicated": False}
+        ],
+        "cursors": {},
+        "properties": {},
+    }
+
+
+def internal_stats(stats: BrokerStats, topic: Topic) -> dict[str, Any]:
+    """A ``PersistentTopicInternalStats``."""
+    entries, size = stats.storage.of(topic)
+    state = "Terminated" if topic.terminated is not None else "LedgerOpened"
+    out = ledger_internal_stats(topic.ledger_id, entries, size, topic.last_confirmed, state)
+    out["entriesAddedCounter"] = topic.next_entry_id
+    out["lastLedgerCreatedTimestamp"] = pulsar_time(stats.started_ms)
+    out["pendingAddEntriesCount"] = topic.next_entry_id - 1 - topic.last_confirmed
+    out["waitingCursorsCount"] = sum(1 for s in topic.subscriptions.values() if any(c.permits > 0 for c in s.consumers))
+    out["cursors"] = {name: cursor_stats(topic, sub) for name, sub in topic.subscriptions.items() if sub.durable}
+    out["schemaLedgers"] = []
+    out["compactedLedger"] = dict(NO_LEDGER)
+    return out

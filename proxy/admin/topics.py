@@ -1,0 +1,598 @@
+"""Topics: ``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}[/{topic}/...]``.
+
+Creation and deletion of partitioned and non-partitioned topics, partition counts, stats, internal stats, the
+last message id, subscriptions (create at a position, delete, reset by time or message id, skip, clear backlog,
+expire), peeking and examining messages, termination and compaction status, as Pulsar's ``PersistentTopicsBase``
+answers them. Non-persistent topics are not served by this endpoint: their lists are empty.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.clock import now_ms
+from engine.entry import Entry
+from engine.errors import BrokerError
+from engine.names import TopicName
+from engine.namespaces import expire_messages
+from engine.subscription import Subscription
+from engine.topic import Topic
+from proxy.admin.context import AdminContext
+from proxy.admin.http import AdminError, Call, Router
+from proxy.admin.messages import entry_reply
+from proxy.admin.topic_stats import internal_stats, partitioned_stats, topic_stats
+
+V2 = "/admin/v2"
+NS = V2 + "/{domain}/{tenant}/{namespace}"
+T = NS + "/{topic}"
+SUB = T + "/subscription/{sub}"
+#: ``MessageId.latest``'s ledger and entry ids (``Long.MAX_VALUE``).
+LATEST = 2**63 - 1
+_ACTIVE = "Topic has active producers/subscriptions"
+
+
+# -- helpers shared with the namespace routes -----------------------------------------------------------
+
+
+def namespace_topics(ctx: AdminContext, namespace: str) -> list[str]:
+    """Persistent topics of a namespace, partitions listed one by one, as ``GET .../topics`` gives them."""
+    return ctx.broker.topics_of_namespace(namespace)
+
+
+def _check_idle(topics: list[Topic | None]) -> None:
+    for topic in topics:
+        if topic is not None and (topic.producers or any(s.consumers for s in topic.subscriptions.values())):
+            raise AdminError(412, _ACTIVE)
+
+
+# -- names, topics, subscriptions ---------------------------------------------------------------------
+
+
+def parse_topic(call: Call) -> TopicName:
+    """The topic a path names (412 if the name is not valid)."""
+    if call["domain"] not in ("persistent", "non-persistent"):
+        raise AdminError(404, "Not Found")
+    try:
+        return TopicName.parse(f"{call['domain']}://{call['tenant']}/{call['namespace']}/{call['topic']}")
+    except BrokerError:
+        raise AdminError(412, "Topic name is not valid") from None
+
+
+def _namespace_of(ctx: AdminContext, call: Call) -> str:
+    if call["domain"] not in ("persistent", "non-persistent"):
+        raise AdminError(404, "Not Found")
+    namespace = f"{call['tenant']}/{call['namespace']}"
+    if namespace not in ctx.broker.namespaces:
+        raise AdminError(404, "Namespace does not exist")
+    return namespace
+
+
+def _require_namespace(ctx: AdminContext, name: TopicName) -> None:
+    if name.namespace_name not in ctx.broker.namespaces:
+        raise AdminError(404, "Namespace does not exist")
+
+
+def existing_topic(ctx: AdminContext, name: TopicName) -> Topic:
+    """A topic partition or non-partitioned topic that exists (404 otherwise)."""
+    _require_namespace(ctx, name)
+    broker = ctx.broker
+    parent = broker.partitions_of(name.partitioned_parent.full)
+    is_partition = name.partition_index >= 0 and parent is not None and name.partition_index < parent
+    if name.domain != "persistent" or not (broker.exists(name.full) or is_partition):
+        raise AdminError(404, f"Topic {name.full} not found")
+    return broker.topic(name.full, create=False)
+
+
+def partitions_of(ctx: AdminContext, name: TopicName) -> int:
+    """The partition count of a partitioned topic name, 0 for any other."""
+    if name.partition_index >= 0:
+        return 0
+    return ctx.broker.partitions_of(name.full) or 0
+
+
+def _partition_topics(ctx: AdminContext, name: TopicName, partitions: int) -> list[Topic]:
+    return [ctx.broker.topic(name.partition(i).full) for i in range(partitions)]
+
+
+def _targets(ctx: AdminContext, name: TopicName) -> list[Topic]:
+    """The topic partitions an operation on ``name`` applies to: all partitions, or the topic itself."""
+    _require_namespace(ctx, name)
+    partitions = partitions_of(ctx, name)
+    return _partition_topics(ctx, name, partitions) if partitions else [existing_topic(ctx, name)]
+
+
+def subscription_of(topic: Topic, sub_name: str) -> Subscription:
+    """A subscription of a topic partition (404 otherwise)."""
+    sub = topic.subscriptions.get(sub_name)
+    if sub is None:
+        raise AdminError(404, f"Subscription {sub_name} not found for topic {topic.name.full}")
+    return sub
+
+
+def _no_partitioned(ctx: AdminContext, name: TopicName, reason: str) -> None:
+    if partitions_of(ctx, name):
+        raise AdminError(405, reason)
+
+
+def next_entry_of(topic: Topic, position: Any) -> int:
+    """The first entry after a ``MessageIdImpl``/``ResetCursorData`` position (``excluded`` skips it), or after
+    the strings ``"earliest"`` / ``"latest"`` that ``ResetCursorData`` also reads."""
+    if position == "earliest":
+        return topic.first_entry_id()
+    if position == "latest":
+        return topic.read_limit + 1
+    if not isinstance(position, dict):
+        raise AdminError(400, "Cannot deserialize the body as a message id")
+    try:
+        ledger, entry = int(position.get("ledgerId", -1)), int(position.get("entryId", -1))
+    except (TypeError, ValueError):
+        raise AdminError(400, "Cannot deserialize the body as a message id") from None
+    if ledger < 0 or ledger < topic.ledger_id:
+        return topic.first_entry_id()
+    if ledger == LATEST or ledger > topic.ledger_id:
+        return topic.read_limit + 1
+    excluded = position.get("excluded", position.get("isExcluded", False))
+    return max(entry, 0) + (1 if excluded else 0)
+
+
+def _message_id(topic: Topic, entry_id: int) -> dict[str, Any]:
+    return {"ledgerId": topic.ledger_id, "entryId": entry_id, "partitionIndex": topic.name.partition_index}
+
+
+def _nth_unacked(topic: Topic, sub: Subscription, n: int) -> Entry | None:
+    """The n-th (1-based) entry after the subscription's mark-delete position not acknowledged yet."""
+    position, seen = sub.cursor.mark_delete + 1, 0
+    while position <= topic.last_confirmed:
+        chunk = topic.read(position, min(topic.last_confirmed, position + 199))
+        if not chunk:
+            return None
+        for entry in chunk:
+            if not sub.cursor.is_acked(entry.entry_id):
+                seen += 1
+                if seen == n:
+                    return entry
+        position = chunk[-1].entry_id + 1
+    return None
+
+
+def _entry(topic: Topic, entry_id: int) -> Entry:
+    found = topic.read_ids([entry_id]) if entry_id >= 0 else []
+    if not found:
+        raise AdminError(404, "Message not found")
+    return found[0]
+
+
+def skip_entries(sub: Subscription, count: int) -> None:
+    """Acknowledge the next ``count`` readable entries not acknowledged yet."""
+    topic = sub.topic
+    chosen: list[tuple[int, int | None]] = []
+    position = sub.cursor.mark_delete + 1
+    while len(chosen) < count and position <= topic.read_limit:
+        if not sub.cursor.is_acked(position):
+            chosen.append((position, None))
+        position += 1
+    if chosen:
+        sub.acknowledge(None, chosen, cumulative=False)
+
+
+def clear_backlog(sub: Subscription) -> None:
+    """Acknowledge everything readable."""
+    limit = sub.topic.read_limit
+    if limit > sub.cursor.mark_delete:
+        sub.acknowledge(None, [(limit, None)], cumulative=True)
+
+
+def _body_int(call: Call) -> int:
+    body = call.json(required=True)
+    if isinstance(body, dict):
+        body = body.get("partitions")
+    if not isinstance(body, int) or isinstance(body, bool):
+        raise AdminError(400, "Cannot deserialize the body as the number of partitions")
+    return body
+
+
+def register(router: Router, ctx: AdminContext) -> None:
+    """Add the topic routes."""
+    broker = ctx.broker
+
+    def owner(call: Call) -> str:
+        return f"{ctx.host(call.host)}:{ctx.admin_port}"
+
+    # -- listing ---------------------------------------------------------------------------------
+
+    @router.route("GET", NS)
+    def list_topics(call: Call) -> Any:
+        namespace = _namespace_of(ctx, call)
+        return namespace_topics(ctx, namespace) if call["domain"] == "persistent" else []
+
+    @router.route("GET", NS + "/partitioned")
+    def list_partitioned(call: Call) -> Any:
+        namespace = _namespace_of(ctx, call)
+        prefix = f"{call['domain']}://"
+        return [n for n in broker.partitioned_topics(namespace) if n.startswith(prefix)]
+
+    # -- creation, deletion, partitions -----------------------------------------------------------
+
+    @router.route("PUT", T)
+    def create_topic(call: Call) -> Any:
+        name = parse_topic(call)
+        _require_namespace(ctx, name)
+        if partitions_of(ctx, name) or broker.exists(name.full):
+            raise AdminError(409, "This topic already exists")
+        if name.domain != "persistent":
+            raise AdminError(405, "Non-persistent topics are not supported by this endpoint")
+        broker.create_topic(name.full)
+        return ctx.committed()
+
+    @router.route("DELETE", T)
+    def delete_topic(call: Call) -> Any:
+        name = parse_topic(call)
+        topic = existing_topic(ctx, name)
+        if not call.flag("force"):
+            _check_idle([topic])
+        broker.delete_topic(name.full)
+        if name.partition_index < 0:
+            broker.delete_schema(name.full)
+        return ctx.committed()
+
+    @router.route("PUT", T + "/partitions")
+    def create_partitioned(call: Call) -> Any:
+        name = parse_topic(call)
+        partitions = _body_int(call)
+        if partitions <= 0:
+            raise AdminError(406, "Number of partitions should be more than 0")
+        _require_namespace(ctx, name)
+        if partitions_of(ctx, name) or broker.exists(name.full):
+            raise AdminError(409, "This topic already exists")
+        broker.create_partitioned_topic(name.full, partitions)
+        if name.domain == "persistent":
+            for index in range(partitions):
+                broker.create_topic(name.partition(index).full)
+        return ctx.committed()
+
+    @router.route("POST", T + "/partitions")
+    def update_partitions(call: Call) -> Any:
+        name = parse_topic(call)
+        expected = _body_int(call)
+        _require_namespace(ctx, name)
+        current = partitions_of(ctx, name)
+        if current <= 0:
+            raise AdminError(409, f"Topic {name.full} is not the partitioned topic.")
+        if expected < current:
+            raise AdminError(422, f"Expect partitions {expected} can't less than current partitions {current}.")
+        if expected == current:
+            return None
+        broker.create_partitioned_topic(name.full, expected)
+        first = broker.topic(name.partition(0).full)
+        durable = [s for s in first.subscriptions if first.subscriptions[s].durable]
+        for index in range(current, expected):
+            partition = broker.create_topic(name.partition(index).full)
+            for sub_name in durable:
+                if sub_name not in partition.subscriptions:
+                    partition.create_subscription(sub_name, partition.first_entry_id())
+        return ctx.committed()
+
+    @router.route("GET", T + "/partitions")
+    def get_partitions(call: Call) -> Any:
+        name = parse_topic(call)
+        _require_namespace(ctx, name)
+        if call.flag("checkAllowAutoCreation"):
+            # As Pulsar: with auto-creation on, a missing topic is reported as it will be created.
+            partitions = broker.partitioned_metadata(name.full)
+            if partitions == 0 and not broker.auto_creation(name)[0]:
+                existing_topic(ctx, name)
+            return {"partitions": partitions, "deleted": False}
+        partitions = partitions_of(ctx, name)
+        if partitions == 0:
+            existing_topic(ctx, name)
+        return {"partitions": partitions, "deleted": False}
+
+    @router.route("DELETE", T + "/partitions")
+    def delete_partitioned(call: Call) -> Any:
+        name = parse_topic(call)
+        _require_namespace(ctx, name)
+        partitions = partitions_of(ctx, name)
+        if partitions <= 0:
+            if broker.exists(name.full):
+                raise AdminError(
+                    409,
+                    f"{name.full} is a non-partitioned topic. Instead of calling delete-partitioned-topic please"
+                    " call delete.",
+                )
+            raise AdminError(404, f"Topic {name.full} not found.")
+        if not call.flag("force"):
+            _check_idle([broker.topics.get(name.partition(i).full) for i in range(partitions)])
+        broker.delete_partitioned_topic(name.full)
+        broker.delete_schema(name.full)
+        return ctx.committed()
+
+    @router.route("POST", T + "/createMissedPartitions")
+    def create_missed(call: Call) -> Any:
+        name = parse_topic(call)
+        partitions = partitions_of(ctx, name)
+        if partitions <= 0:
+            raise AdminError(404, f"Topic {name.full} does not exist")
+        for index in range(partitions):
+            broker.create_topic(name.partition(index).full)
+        return ctx.committed()
+
+    @router.route("PUT", T + "/unload")
+    def unload(call: Call) -> Any:
+        for topic in _targets(ctx, parse_topic(call)):
+            topic.close()
+        return None
+
+    # -- stats ------------------------------------------------------------------------------------
+
+    @router.route("GET", T + "/stats")
+    def stats(call: Call) -> Any:
+        topic = existing_topic(ctx, parse_topic(call))
+        return topic_stats(
+            broker.stats,
+            topic,
+            owner(call),
+            publishers=not call.flag("excludePublishers"),
+            consumers=not call.flag("excludeConsumers"),
+        )
+
+    @router.route("GET", T + "/partitioned-stats")
+    def stats_partitioned(call: Call) -> Any:
+        name = parse_topic(call)
+        _require_namespace(ctx, name)
+        partitions = partitions_of(ctx, name)
+        if partitions == 0:
+            raise AdminError(404, f"Partitioned Topic {name.full} not found")
+        parts = {
+            topic.name.full: topic_stats(
+                broker.stats,
+                topic,
+                owner(call),
+                publishers=not call.flag("excludePublishers"),
+                consumers=not call.flag("excludeConsumers"),
+            )
+            for topic in _partition_topics(ctx, name, partitions)
+        }
+        return partitioned_stats(partitions, parts, call.flag("perPartition", True))
+
+    @router.route("GET", T + "/internalStats")
+    def stats_internal(call: Call) -> Any:
+        return internal_stats(broker.stats, existing_topic(ctx, parse_topic(call)))
+
+    @router.route("GET", T + "/partitioned-internalStats")
+    def stats_internal_partitioned(call: Call) -> Any:
+        name = parse_topic(call)
+        _require_namespace(ctx, name)
+        partitions = partitions_of(ctx, name)
+        if partitions == 0:
+            raise AdminError(404, f"Partitioned Topic {name.full} not found")
+        return {
+            "metadata": {"partitions": partitions},
+            "partitions": {
+                t.name.full: internal_stats(broker.stats, t) for t in _partition_topics(ctx, name, partitions)
+            },
+        }
+
+    @router.route("GET", T + "/lastMessageId")
+    def last_message_id(call: Call) -> Any:
+        topic = existing_topic(ctx, parse_topic(call))
+        limit = topic.read_limit
+        out = _message_id(topic, limit)
+        entries = topic.read(limit, limit) if limit >= 0 else []
+        if entries and entries[0].is_batch:
+            out["batchIndex"] = entries[0].num_messages - 1
+            out["batchSize"] = entries[0].num_messages
+        else:
+            out["batchIndex"] = -1
+        return out
+
+    @router.route("GET", T + "/compaction")
+    def compaction_status(call: Call) -> Any:
+        existing_topic(ctx, parse_topic(call))
+        return {"status": "NOT_RUN", "lastError": ""}
+
+    @router.route("PUT", T + "/compaction")
+    def compact(call: Call) -> Any:
+        existing_topic(ctx, parse_topic(call))
+        raise AdminError(405, "Topic compaction is not supported by this endpoint")
+
+    # -- subscriptions ------------------------------------------------------------------------------
+
+    @router.route("GET", T + "/subscriptions")
+    def subscriptions(call: Call) -> Any:
+        names: list[str] = []
+        for topic in _targets(ctx, parse_topic(call)):
+            names.extend(n for n in topic.subscriptions if n not in names)
+        return names
+
+    @router.route("PUT", SUB)
+    def create_subscription(call: Call) -> Any:
+        name = parse_topic(call)
+        body = call.json()
+        if body is not None and not isinstance(body, dict | str):
+            raise AdminError(400, "Cannot deserialize the body as a message id")
+        position = body or "latest"
+        _require_namespace(ctx, name)
+        partitions = partitions_of(ctx, name)
+        if partitions:
+            topics = _partition_topics(ctx, name, partitions)
+        elif broker.exists(name.full) or (name.partition_index >= 0 and name.domain == "persistent"):
+            topics = [existing_topic(ctx, name)]
+        else:
+            if name.domain != "persistent" or not broker.auto_creation(name)[0]:
+                raise AdminError(412, "Topic does not exist and cannot be auto-created")
+            topics = [broker.topic(name.full)]
+        missing = [t for t in topics if call["sub"] not in t.subscriptions]
+        if not missing:
+            raise AdminError(409, "Subscription already exists for topic")
+        for topic in missing:
+            topic.create_subscription(call["sub"], next_entry_of(topic, position))
+        return ctx.committed()
+
+    @router.route("DELETE", SUB)
+    def delete_subscription(call: Call) -> Any:
+        topics = _targets(ctx, parse_topic(call))
+        subs = [t.subscriptions[call["sub"]] for t in topics if call["sub"] in t.subscriptions]
+        if not subs:
+            subscription_of(topics[0], call["sub"])
+        if not call.flag("force") and any(s.consumers for s in subs):
+            raise AdminError(412, "Subscription has active connected consumers")
+        for sub in subs:
+            sub.close_consumers()
+            sub.topic.remove_subscription(sub)
+        return ctx.committed()
+
+    def each_subscription(call: Call) -> list[Subscription]:
+        return [subscription_of(t, call["sub"]) for t in _targets(ctx, parse_topic(call))]
+
+    @router.route("POST", SUB + "/resetcursor/{timestamp}")
+    def reset_by_time(call: Call) -> Any:
+        try:
+            timestamp = int(call["timestamp"])
+        except ValueError:
+            raise AdminError(404, "Not Found") from None
+        for sub in each_subscription(call):
+            sub.reset(sub.topic.entry_at_time(timestamp))
+            sub.close_consumers()
+        return ctx.committed()
+
+    @router.route("POST", SUB + "/resetcursor")
+    def reset_by_position(call: Call) -> Any:
+        name = parse_topic(call)
+        body = call.json(required=True)
+        _no_partitioned(ctx, name, "Reset-cursor at position is not allowed for partitioned-topic")
+        sub = subscription_of(existing_topic(ctx, name), call["sub"])
+        sub.reset(next_entry_of(sub.topic, body))
+        sub.close_consumers()
+        return ctx.committed()
+
+    @router.route("POST", SUB + "/skip/{count}")
+    def skip(call: Call) -> Any:
+        name = parse_topic(call)
+        try:
+            count = int(call["count"])
+        except ValueError:
+            raise AdminError(404, "Not Found") from None
+        _no_partitioned(ctx, name, "Skip messages on a partitioned topic is not allowed")
+        skip_entries(subscription_of(existing_topic(ctx, name), call["sub"]), count)
+        return ctx.committed()
+
+    @router.route("POST", SUB + "/skip_all")
+    def skip_all(call: Call) -> Any:
+        for sub in each_subscription(call):
+            clear_backlog(sub)
+        return ctx.committed()
+
+    @router.route("POST", SUB + "/expireMessages/{seconds}")
+    def expire(call: Call) -> Any:
+        try:
+            seconds = int(call["seconds"])
+        except ValueError:
+            raise AdminError(404, "Not Found") from None
+        cutoff = now_ms(broker.clock) - seconds * 1000
+        for sub in each_subscription(call):
+            expire_messages(sub, cutoff)
+        return ctx.committed()
+
+    @router.route("POST", T + "/all_subscription/expireMessages/{seconds}")
+    def expire_all(call: Call) -> Any:
+        try:
+            seconds = int(call["seconds"])
+        except ValueError:
+            raise AdminError(404, "Not Found") from None
+        cutoff = now_ms(broker.clock) - seconds * 1000
+        for topic in _targets(ctx, parse_topic(call)):
+            for sub in list(topic.subscriptions.values()):
+                expire_messages(sub, cutoff)
+        return ctx.committed()
+
+    # -- messages -----------------------------------------------------------------------------------
+
+    @router.route("GET", SUB + "/position/{position}")
+    def peek(call: Call) -> Any:
+        name = parse_topic(call)
+        try:
+            position = int(call["position"])
+        except ValueError:
+            raise AdminError(404, "Not Found") from None
+        _no_partitioned(ctx, name, "Peek messages on a partitioned topic is not allowed")
+        topic = existing_topic(ctx, name)
+        entry = _nth_unacked(topic, subscription_of(topic, call["sub"]), max(position, 1))
+        if entry is None:
+            raise AdminError(404, "Message not found")
+        return entry_reply(topic, entry)
+
+    @router.route("GET", T + "/examinemessage")
+    def examine(call: Call) -> Any:
+        name = parse_topic(call)
+        _no_partitioned(
+            ctx,
+            name,
+            "Examine messages on a partitioned topic is not allowed, please try examine message on specific topic"
+            " partition",
+        )
+        topic = existing_topic(ctx, name)
+        total, _ = broker.stats.storage.of(topic)
+        if total <= 0:
+            raise AdminError(412, "Could not examine messages due to the total message is zero")
+        position = max(call.integer("messagePosition", 1) or 1, 1)
+        if (call.query.get("initialPosition") or "latest") == "earliest":
+            entry_id = topic.first_entry_id() + position - 1
+        else:
+            entry_id = topic.last_confirmed - position + 1
+        return entry_reply(topic, _entry(topic, entry_id))
+
+    @router.route("GET", T + "/ledger/{ledger}/entry/{entry}")
+    def message_by_id(call: Call) -> Any:
+        name = parse_topic(call)
+        _no_partitioned(ctx, name, "GetMessageById is not allowed on partitioned-topic")
+        topic = existing_topic(ctx, name)
+        try:
+            ledger, entry_id = int(call["ledger"]), int(call["entry"])
+        except ValueError:
+            raise AdminError(404, "Not Found") from None
+        if ledger != topic.ledger_id:
+            raise AdminError(404, "Message id not found")
+        return entry_reply(topic, _entry(topic, entry_id))
+
+    @router.route("GET", T + "/messageid/{timestamp}")
+    def message_id_by_time(call: Call) -> Any:
+        name = parse_topic(call)
+        _no_partitioned(
+            ctx,
+            name,
+            "Get message ID by timestamp on a partitioned topic is not allowed, please try do it on specific topic"
+            " partition",
+        )
+        topic = existing_topic(ctx, name)
+        try:
+            timestamp = int(call["timestamp"])
+        except ValueError:
+            raise AdminError(404, "Not Found") from None
+        entry_id = topic.entry_at_time(timestamp)
+        if entry_id > topic.last_confirmed:
+            return None
+        return _message_id(topic, entry_id)
+
+    # -- termination ----------------------------------------------------------------------------
+
+    @router.route("POST", T + "/terminate")
+    def terminate(call: Call) -> Any:
+        name = parse_topic(call)
+        _no_partitioned(ctx, name, "Termination of a partitioned topic is not allowed")
+        topic = existing_topic(ctx, name)
+        return ctx.committed(_message_id(topic, broker.terminate(topic)))
+
+    @router.route("POST", T + "/terminate/partitions")
+    def terminate_partitions(call: Call) -> Any:
+        name = parse_topic(call)
+        partitions = partitions_of(ctx, name)
+        if partitions == 0:
+            raise AdminError(
+                405,
+                "Termination of a non-partitioned topic is not allowed using partitioned-terminate, please use"
+                " terminate commands",
+            )
+        result = {
+            str(i): _message_id(t, broker.terminate(t)) for i, t in enumerate(_partition_topics(ctx, name, partitions))
+        }
+        return ctx.committed(result)
