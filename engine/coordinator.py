@@ -6,6 +6,13 @@ subscription and the removal of the transaction from the log. Both go into the s
 unless an end delay (a testing aid) separates them; then a crash between the two leaves a
 COMMITTING/ABORTING record that recovery finishes. A crash before the first leaves an OPEN transaction
 that recovery times out.
+
+Replies wait for durability only where a crash could otherwise break a promise. Every commit carries
+everything staged before it, in order, so a record is durable before any later reply that waited for
+a commit. NEW_TXN replies at once when its id comes from a block of ids already reserved durably (an
+id is never handed out twice); ADD_PARTITION/ADD_SUBSCRIPTION reply at once, because what depends on
+them (a send's receipt, the end of the transaction) waits for a later commit. A crash can then only
+lose a transaction that nothing durable refers to; the client learns it through TransactionNotFound.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Transaction ids reserved durably at a time.
+SEQUENCE_BLOCK = 1000
 #: Timeout of a transaction whose client asked for none (the Java client's default).
 DEFAULT_TIMEOUT_MS = 60_000
 #: System topic whose partitions stand for the coordinators; clients discover them through it.
@@ -74,6 +83,9 @@ class Coordinator:
     def __init__(self, tc_id: int) -> None:
         self.tc_id = tc_id
         self.sequence = 0
+        #: Ids up to this one are reserved in the store; ``reserving`` is the block being reserved.
+        self.reserved = 0
+        self.reserving = 0
         self.txns: dict[int, TxnMeta] = {}
         self.stats = CoordinatorStats()
 
@@ -123,7 +135,7 @@ class Coordinators:
     # -- requests -----------------------------------------------------------------------------
 
     def new_txn(self, tc_id: int, timeout_ms: int, done: Done) -> None:
-        """Open a transaction; ``done(TxnId)`` once it is durable."""
+        """Open a transaction; ``done(TxnId)`` once its id can never be handed out again."""
         coordinator = self.coordinator(tc_id)
         coordinator.sequence += 1
         txn = TxnId(tc_id, coordinator.sequence)
@@ -132,9 +144,16 @@ class Coordinators:
         )
         coordinator.txns[txn.least] = meta
         coordinator.stats.created += 1
-        self.store.stage_counter(f"tc_sequence_{tc_id}", coordinator.sequence)
         self._record(meta, {"op": "open", "opened_ms": meta.opened_ms, "timeout_ms": meta.timeout_ms})
         self._arm_timeout(meta, meta.timeout_ms / 1000)
+        if txn.least <= coordinator.reserved:
+            done(txn)
+            return
+        if txn.least > coordinator.reserving:
+            coordinator.reserving = txn.least + SEQUENCE_BLOCK - 1
+            self.store.stage_counter(f"tc_sequence_{tc_id}", coordinator.reserving)
+            block = coordinator.reserving
+            self.broker.after_commit(lambda _: setattr(coordinator, "reserved", max(coordinator.reserved, block)), None)
         self.broker.after_commit(done, txn)
 
     def add_partitions(self, txn: TxnId, partitions: list[str], done: Done) -> None:
@@ -144,14 +163,14 @@ class Coordinators:
             if partition not in meta.partitions:
                 meta.partitions.append(partition)
                 self._record(meta, {"op": "partition", "topic": partition})
-        self.broker.after_commit(done, txn)
+        done(txn)
 
     def add_subscriptions(self, txn: TxnId, subscriptions: list[tuple[str, str]], done: Done) -> None:
         """Register subscriptions the transaction acknowledges on."""
         meta = self.require_open(txn)
         for topic, subscription in subscriptions:
             self._enlist(meta, topic, subscription)
-        self.broker.after_commit(done, txn)
+        done(txn)
 
     def enlist_subscription(self, txn: TxnId, topic: str, subscription: str) -> None:
         """Make sure an open transaction that acknowledged on a subscription ends there too.
@@ -244,6 +263,7 @@ class Coordinators:
         """Replay the log: finish COMMITTING/ABORTING transactions, time out expired OPEN ones."""
         for coordinator in self.coordinators:
             coordinator.sequence = self.store.counter(f"tc_sequence_{coordinator.tc_id}")
+            coordinator.reserved = coordinator.reserving = coordinator.sequence
         for tc_id, least, text in self.store.txn_log():
             if tc_id >= len(self.coordinators):
                 log.warning("transaction log names coordinator %d; only %d are configured", tc_id, len(self))
