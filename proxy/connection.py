@@ -128,6 +128,8 @@ class PulsarConnection(protocol.Protocol):
     def connectionMade(self) -> None:  # noqa: N802 (Twisted's name)
         peer = self.transport.getPeer()
         self.peer = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
+        # Responses are small and latency-bound: send them at once, as Pulsar brokers do.
+        self.transport.setTcpNoDelay(True)
         self.service.connections.add(self)
         self._keepalive = LoopingCall(self._keepalive_tick)
         self._keepalive.clock = self.service.reactor
