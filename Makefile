@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test lint proto bench clean
+.PHONY: run test test-containers image lint proto bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +22,18 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/pulsar-txn-proxy serve $(ARGS)
 
-## test: install with test extras and run the whole suite
+## test: install with test extras and run the suite on local processes (the container tests: make test-containers)
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -m "not container" $(ARGS)
+
+## test-containers: build the image and run the container-marked tests (Docker, else podman set up as root)
+test-containers: $(VENV)/.installed-test
+	compose/with-engine.sh sh -c '$(BIN)/python compose/build_image.py && $(BIN)/python -m pytest -m container $(ARGS)'
+
+## image: build the endpoint's container image without a registry (ARGS="--spark" for the pipeline's image)
+image: $(VENV)/.installed
+	compose/with-engine.sh $(BIN)/python compose/build_image.py $(ARGS)
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

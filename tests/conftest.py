@@ -1,4 +1,16 @@
-"""Fixtures: the endpoint as a local process, and official-client helpers."""
+"""Fixtures: the endpoint as a local process or in a container, and official-client helpers.
+
+One set of fixtures, two ways to start the endpoint:
+
+- local process (default; fast): :class:`tests.server_process.ServerProcess`;
+- container, through testcontainers (:class:`tests.container_endpoint.ContainerServer`): for tests marked
+  ``@pytest.mark.container``, and for every test when pytest runs with ``--container``. Asking for the container
+  path with no reachable container engine fails the test with the reason (never a skip).
+
+``make test`` runs the suite on local processes and deselects the container-marked tests; ``make test-containers``
+sets up podman (or uses Docker), builds the image and runs them. ``server`` is function-scoped in form but backed
+by one session-scoped server per kind, so fixtures depending on it must be function-scoped too.
+"""
 
 from __future__ import annotations
 
@@ -9,33 +21,119 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from tests.container_endpoint import ContainerServer, EngineUnavailableError, endpoint_image, require_engine
 from tests.server_process import ServerProcess
 
 _LOGGER = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+#: The servers a test used, whose logs are attached to its report when it fails.
+_USED = pytest.StashKey[list[ServerProcess | ContainerServer]]()
+#: Log lines attached per server to a failed test's report.
+_LOG_TAIL_LINES = 60
+
+Server = ServerProcess | ContainerServer
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--container",
+        action="store_true",
+        help="start every endpoint fixture in a container through testcontainers (fails without a container engine)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "container: the test's endpoint runs in a container (testcontainers); fails when no container engine answers",
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test's report carries the tail of the log of every endpoint it used."""
+    report = yield
+    if report.failed:
+        for server in item.stash.get(_USED, []):
+            tail = "\n".join(server.log().splitlines()[-_LOG_TAIL_LINES:])
+            report.sections.append((f"endpoint log ({type(server).__name__} {server.url})", tail))
+    return report
+
+
+def _wants_container(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("container") or request.node.get_closest_marker("container"))
+
+
+def _use(request: pytest.FixtureRequest, server: Server) -> None:
+    request.node.stash.setdefault(_USED, []).append(server)
+
+
+def _container_image() -> str:
+    """The endpoint image, after checking that an engine answers; fails the test with the reason otherwise."""
+    try:
+        require_engine()
+        return endpoint_image()
+    except (EngineUnavailableError, RuntimeError) as exc:
+        reason = str(exc)
+    pytest.fail(reason, pytrace=False)
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """One server for the session; tests use their own topic names."""
+def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """The session's endpoint as a local process."""
     proc = ServerProcess(tmp_path_factory.mktemp("shared") / "data").start()
     yield proc
     proc.stop()
 
 
-@pytest.fixture
-def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
-    """Start private servers (for restarts, kills and settings); all are stopped afterwards."""
-    started: list[ServerProcess] = []
+@pytest.fixture(scope="session")
+def container_server() -> Iterator[ContainerServer]:
+    """The session's endpoint in a container, on its own volume."""
+    proc = ContainerServer(_container_image())
+    try:
+        proc.start()
+        yield proc
+        proc.stop()
+    finally:
+        proc.remove_volume()
 
-    def make(*extra: str, name: str = "data") -> ServerProcess:
-        proc = ServerProcess(tmp_path / name, *extra).start()
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest) -> Server:
+    """One server for the session (per kind); tests use their own topic names."""
+    proc: Server = request.getfixturevalue("container_server" if _wants_container(request) else "local_server")
+    _use(request, proc)
+    return proc
+
+
+@pytest.fixture
+def server_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    """Start private servers (for restarts, kills and settings); all are stopped and removed afterwards.
+
+    ``name`` names the data (a directory, or a volume in container mode): the same name shares the data.
+    """
+    in_container = _wants_container(request)
+    image = _container_image() if in_container else ""
+    started: list[Server] = []
+    volumes: dict[str, str] = {}
+
+    def make(*extra: str, name: str = "data") -> Server:
+        proc: Server
+        if in_container:
+            volume = volumes.setdefault(name, f"pulsar-txn-proxy-test-{uuid.uuid4().hex[:12]}")
+            proc = ContainerServer(image, *extra, volume=volume)
+        else:
+            proc = ServerProcess(tmp_path / name, *extra)
         started.append(proc)
-        return proc
+        _use(request, proc)
+        return proc.start()
 
     yield make
     for proc in started:
         if proc.process is not None:
             proc.kill()
+    for proc in started:
+        if isinstance(proc, ContainerServer):
+            proc.remove_volume()
 
 
 def make_client(url: str, **kwargs: object) -> pulsar.Client:
@@ -45,7 +143,7 @@ def make_client(url: str, **kwargs: object) -> pulsar.Client:
 
 
 @pytest.fixture
-def client(server: ServerProcess) -> Iterator[pulsar.Client]:
+def client(server: Server) -> Iterator[pulsar.Client]:
     """An official Python client connected to the session server."""
     c = make_client(server.url)
     yield c

@@ -37,7 +37,8 @@ class RawConnection:
 
     def __init__(self, port: int, timeout: float = 5.0) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.local = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        #: The client port; the server logs ``[host:port]`` (the host differs behind a container's NAT).
+        self.local = f":{self.sock.getsockname()[1]}]"
         self.decoder = FrameDecoder()
         self.pending: list[Frame] = []
 
@@ -88,7 +89,7 @@ class RawConnection:
 
 def assert_logged_close(proc: ServerProcess, conn: RawConnection, reason: str) -> None:
     """The server logged closing this connection, naming ``reason``."""
-    needle = f"[{conn.local}] closing connection:"
+    needle = f"{conn.local} closing connection:"
     deadline = time.monotonic() + 3
     while True:
         lines = [line for line in proc.log().splitlines() if needle in line]
