@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test test-containers image lint proto bench clean
+.PHONY: run test test-containers image lint proto bench bench-txn bench-spark demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,9 +44,21 @@ proto: | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/python -m grpc_tools.protoc -I wire --python_out=wire --pyi_out=wire wire/pulsar_api.proto
 
+## demo: the Spark pipeline example end to end (endpoint, sample data, PySpark in local mode)
+demo: $(VENV)/.installed-test
+	$(BIN)/pulsar-txn-proxy demo $(ARGS)
+
 ## bench: the core messaging benchmark
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/core.py $(ARGS)
+
+## bench-txn: transactions per second, the cost of a transaction, recovery time
+bench-txn: $(VENV)/.installed-test
+	$(BIN)/python bench/txn.py $(ARGS)
+
+## bench-spark: the Spark connector and pipeline figures
+bench-spark: $(VENV)/.installed-test
+	$(BIN)/python bench/spark.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) data build *.egg-info

@@ -60,12 +60,13 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo",
         help="run the Spark pipeline example end to end",
-        description="Start an endpoint on a temporary store, publish sample JSON events to source-a1 and "
-        "source-a2, aggregate them per key in event-time windows with PySpark and write the results to "
-        "sink-b exactly once, then print them (needs the 'spark' or 'test' extra).",
+        description="Start an endpoint on a temporary store (or use --service-url), publish sample JSON "
+        "events to source-a1 and source-a2, aggregate them per key in event-time windows with PySpark and "
+        "write the results to sink-b exactly once, then print them (needs the 'spark' or 'test' extra).",
     )
     demo.add_argument("--events", type=int, default=500, help="events per source topic (default 500)")
     demo.add_argument("--keep", metavar="DIR", help="keep the store and checkpoint in DIR")
+    demo.add_argument("--service-url", help="use this endpoint (pulsar://host:port) instead of starting one")
     return parser
 
 
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         from spark.pipeline import run_demo
 
-        return run_demo(args.events, args.keep)
+        return run_demo(args.events, args.keep, args.service_url)
     cli = {k: v for k, v in vars(args).items() if k in FIELDS}
     try:
         settings = load(cli, args.config)

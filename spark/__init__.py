@@ -1,0 +1,20 @@
+"""Spark connector for Pulsar (PySpark Python Data Source ``pulsar``) and a transactional Python producer.
+
+- :class:`spark.datasource.PulsarDataSource`: ``spark.dataSource.register(PulsarDataSource)``, then
+  ``spark.read/readStream/write/writeStream.format("pulsar")``.
+- :mod:`spark.txn_client`: Pulsar transactions from Python (the official client has none).
+- :mod:`spark.pipeline`: the example pipeline (``pulsar-txn-proxy demo``).
+
+Importing this package does not import PySpark; :func:`register` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def register(spark: Any) -> None:
+    """Register the ``pulsar`` data source with a SparkSession."""
+    from spark.datasource import PulsarDataSource
+
+    spark.dataSource.register(PulsarDataSource)

@@ -1,0 +1,519 @@
+"""Reading one topic partition between two positions, and asking a broker where a partition ends.
+
+A :class:`Position` names one message as ``(ledger, entry, index)``: ``index`` is the message's place in
+a batch entry, 0 for a message stored alone. Reads are ranges ``(after, until]``: everything after one
+position, up to and including another. Only what the broker dispatches is read: committed
+transactional messages and ordinary ones, never aborted or still-open transactions, and never past the
+last message id the broker reported (its ``maxReadPosition``).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import struct
+import time
+import uuid
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from google.protobuf.message import DecodeError
+
+from spark.protocol import Client, Connection, PulsarError, TopicNotFoundError, full_topic_name, split_partition
+from wire.batch import split_batch
+from wire.commands import NO_ID, make
+from wire.framing import parse_body
+from wire.pulsar_api_pb2 import (
+    BaseCommand,
+    CommandSubscribe,
+    CompressionType,
+    MessageIdData,
+    MessageMetadata,
+    SingleMessageMetadata,
+)
+
+log = logging.getLogger(__name__)
+
+T = BaseCommand
+_U32 = struct.Struct(">I")
+#: Messages the broker may push ahead of the reader (also the most it sends past the end of a range).
+RECEIVER_QUEUE = 5_000
+#: Without traffic for this long, the reader asks the broker whether more is coming.
+IDLE_CHECK_SECONDS = 1.0
+
+
+class DataLossError(PulsarError):
+    """Messages a read was planned to cover can no longer be read (deleted topic or data)."""
+
+
+class Position(NamedTuple):
+    """A message position ``(ledger, entry, index)``; ``EARLIEST`` is before every message."""
+
+    ledger: int
+    entry: int
+    index: int
+
+    @classmethod
+    def from_message_id(cls, mid: MessageIdData | Any) -> Position:
+        """From a ``MessageIdData`` (or anything with ``ledgerId``/``entryId``/``batch_index``)."""
+        ledger = -1 if mid.ledgerId == NO_ID else mid.ledgerId
+        entry = -1 if mid.entryId == NO_ID else mid.entryId
+        return cls(ledger, entry, max(mid.batch_index, 0))
+
+    def before(self) -> Position:
+        """The position just before this message (reading after it starts at this message)."""
+        return Position(self.ledger, self.entry, self.index - 1)
+
+    def to_list(self) -> list[int]:
+        return [self.ledger, self.entry, self.index]
+
+
+EARLIEST = Position(-1, -1, -1)
+
+
+def message_id_bytes(ledger: int, entry: int, partition: int, index: int, batch_size: int) -> bytes:
+    """The protobuf ``MessageIdData`` of one message, as Pulsar's ``MessageId.toByteArray``."""
+    mid = MessageIdData(ledgerId=ledger, entryId=entry)
+    if partition >= 0:
+        mid.partition = partition
+    if batch_size > 0:
+        mid.batch_index = index
+        mid.batch_size = batch_size
+    return mid.SerializeToString()
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(low | 0x80)
+        else:
+            out.append(low)
+            return bytes(out)
+
+
+#: ``batch_index`` fields (tag 4) of serialized message ids, precomputed.
+_BATCH_INDEX = [b"\x20" + _varint(i) for i in range(4096)]
+
+
+def _batch_index_field(index: int) -> bytes:
+    return _BATCH_INDEX[index] if index < len(_BATCH_INDEX) else b"\x20" + _varint(index)
+
+
+def parse_message_id(data: bytes | list[int]) -> Position:
+    """A position from serialized ``MessageIdData`` bytes (or the signed byte list of pulsar-spark JSON)."""
+    raw = bytes(b & 0xFF for b in data) if isinstance(data, list) else data
+    mid = MessageIdData()
+    mid.ParseFromString(raw)
+    return Position.from_message_id(mid)
+
+
+# -- payloads -----------------------------------------------------------------------------------------
+
+
+def decompress(metadata: MessageMetadata, payload: bytes) -> bytes:
+    """The uncompressed payload of an entry (ZLIB built in; LZ4, ZSTD, SNAPPY when their modules exist)."""
+    kind = metadata.compression
+    if kind == CompressionType.NONE:
+        return payload
+    size = metadata.uncompressed_size
+    try:
+        if kind == CompressionType.ZLIB:
+            return zlib.decompress(payload)
+        if kind == CompressionType.LZ4:
+            import lz4.block
+
+            return lz4.block.decompress(payload, uncompressed_size=size)
+        if kind == CompressionType.ZSTD:
+            import zstandard
+
+            return zstandard.ZstdDecompressor().decompress(payload, max_output_size=size)
+        if kind == CompressionType.SNAPPY:
+            import snappy
+
+            return snappy.uncompress(payload)
+    except ImportError as exc:
+        raise PulsarError(
+            f"messages are {CompressionType.Name(kind)}-compressed; install the {exc.name!r} module to read them"
+        ) from None
+    raise PulsarError(f"unknown compression {kind}")
+
+
+def key_bytes(partition_key: str, b64: bool) -> bytes:
+    """A message key as bytes (base64-encoded keys are keys set as bytes)."""
+    return base64.b64decode(partition_key) if b64 else partition_key.encode()
+
+
+@dataclass(slots=True)
+class Message:
+    """One message read from a partition."""
+
+    position: Position
+    value: bytes | None
+    key: bytes | None
+    properties: dict[str, str]
+    publish_time: int
+    event_time: int
+    message_id: bytes
+    schema_version: bytes
+
+
+def entry_messages(
+    ledger: int, entry: int, partition: int, metadata: MessageMetadata, payload: bytes
+) -> Iterator[Message]:
+    """The messages of one entry (a batch is split), in order."""
+    if metadata.num_chunks_from_msg > 1:
+        raise PulsarError("chunked messages are not supported by the Spark connector")
+    payload = decompress(metadata, payload)
+    publish_time = metadata.publish_time
+    version = metadata.schema_version
+    if not metadata.HasField("num_messages_in_batch"):
+        key = key_bytes(metadata.partition_key, metadata.partition_key_b64_encoded) if metadata.HasField(
+            "partition_key"
+        ) else None
+        yield Message(
+            Position(ledger, entry, 0),
+            None if metadata.null_value else payload,
+            key,
+            {kv.key: kv.value for kv in metadata.properties},
+            publish_time,
+            metadata.event_time,
+            message_id_bytes(ledger, entry, partition, 0, 0),
+            version,
+        )
+        return
+    count = metadata.num_messages_in_batch
+    for index, (single, value) in enumerate(split_batch(payload, count)):
+        if single.compacted_out:
+            continue
+        key = key_bytes(single.partition_key, single.partition_key_b64_encoded) if single.HasField(
+            "partition_key"
+        ) else None
+        yield Message(
+            Position(ledger, entry, index),
+            None if single.null_value else value,
+            key,
+            {kv.key: kv.value for kv in single.properties},
+            publish_time,
+            single.event_time,
+            message_id_bytes(ledger, entry, partition, index, count),
+            version,
+        )
+
+
+class Columns:
+    """Messages of a range gathered column by column: the fast path from entries to Arrow batches.
+
+    ``decode(payload, schema_version)`` turns a value into its cells (None: the raw bytes are the one
+    value column). Messages outside ``(after, until]`` are left out.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        after: Position,
+        until: Position,
+        width: int,
+        decode: Callable[[bytes | None, bytes], tuple] | None,
+    ) -> None:
+        self.topic = topic
+        self.partition = split_partition(topic)[1]
+        self.after = after
+        self.until = until
+        self.decode = decode
+        self.values: list[list[Any]] = [[] for _ in range(width)]
+        self.keys: list[bytes | None] = []
+        self.ids: list[bytes] = []
+        self.published: list[int] = []
+        self.events: list[int | None] = []
+        self.properties: list[list[tuple[str, str]] | None] = []
+        self._single = SingleMessageMetadata()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _value(self, value: bytes | None, version: bytes) -> None:
+        if self.decode is None:
+            self.values[0].append(value)
+        else:
+            for column, cell in zip(self.values, self.decode(value, version), strict=True):
+                column.append(cell)
+
+    def add(self, ledger: int, entry: int, metadata: MessageMetadata, payload: bytes) -> None:
+        """Add the messages of one entry that fall in the range."""
+        if metadata.num_chunks_from_msg > 1:
+            raise PulsarError("chunked messages are not supported by the Spark connector")
+        payload = decompress(metadata, payload)
+        prefix = MessageIdData(ledgerId=ledger, entryId=entry)
+        if self.partition >= 0:
+            prefix.partition = self.partition
+        head = prefix.SerializeToString()
+        after, until = self.after, self.until
+        first = after.index + 1 if (ledger, entry) == (after.ledger, after.entry) else 0
+        last = until.index if (ledger, entry) == (until.ledger, until.entry) else 1 << 31
+        publish = metadata.publish_time * 1000
+        version = metadata.schema_version
+        if not metadata.HasField("num_messages_in_batch"):
+            if first > 0 or last < 0:
+                return
+            key = metadata.partition_key
+            self._value(None if metadata.null_value else payload, version)
+            self.keys.append(key_bytes(key, metadata.partition_key_b64_encoded) if key else None)
+            self.ids.append(head)
+            self.published.append(publish)
+            self.events.append(metadata.event_time * 1000 if metadata.event_time else None)
+            props = metadata.properties
+            self.properties.append([(kv.key, kv.value) for kv in props] if props else None)
+            return
+        count = metadata.num_messages_in_batch
+        size_field = b"\x30" + _varint(count)
+        single = self._single
+        keys, ids, published, events, properties = self.keys, self.ids, self.published, self.events, self.properties
+        plain = self.decode is None
+        values = self.values[0]
+        unpack = _U32.unpack_from
+        offset = 0
+        try:
+            for index in range(count):
+                (size,) = unpack(payload, offset)
+                offset += 4
+                single.ParseFromString(payload[offset : offset + size])
+                offset += size
+                end = offset + single.payload_size
+                if first <= index <= last and not single.compacted_out:
+                    value = None if single.null_value else payload[offset:end]
+                    if plain:
+                        values.append(value)
+                    else:
+                        self._value(value, version)
+                    key = single.partition_key
+                    keys.append(key_bytes(key, single.partition_key_b64_encoded) if key else None)
+                    ids.append(head + _batch_index_field(index) + size_field)
+                    published.append(publish)
+                    event = single.event_time
+                    events.append(event * 1000 if event else None)
+                    props = single.properties
+                    properties.append([(kv.key, kv.value) for kv in props] if props else None)
+                offset = end
+        except (struct.error, DecodeError) as exc:
+            raise PulsarError(f"{self.topic}: malformed batch in entry {ledger}:{entry}: {exc}") from None
+
+    def clear(self) -> None:
+        for column in (*self.values, self.keys, self.ids, self.published, self.events, self.properties):
+            column.clear()
+
+
+# -- subscriptions ------------------------------------------------------------------------------------
+
+
+class _Subscription:
+    """A non-durable subscription on one partition, as a Pulsar reader has."""
+
+    def __init__(self, client: Client, topic: str, start: Position | None) -> None:
+        self.topic = full_topic_name(topic)
+        self.partition = split_partition(self.topic)[1]
+        self.conn: Connection = client.lookup(self.topic)
+        self.consumer_id = client.next_id()
+        self.conn.messages[self.consumer_id] = self.queue = deque()
+        if start is None:  # no reading: only metadata requests
+            start_id = {"ledgerId": (1 << 63) - 1, "entryId": (1 << 63) - 1}
+        elif start.ledger < 0:
+            start_id = {"ledgerId": NO_ID, "entryId": NO_ID}
+        else:
+            # With a batch index set, Pulsar starts at the entry itself; the reader drops what it has seen.
+            start_id = {"ledgerId": start.ledger, "entryId": start.entry, "batch_index": max(start.index, 0)}
+        self.conn.request(
+            T.SUBSCRIBE,
+            topic=self.topic,
+            subscription=f"spark-pulsar-{uuid.uuid4().hex[:12]}",
+            subType=CommandSubscribe.Exclusive,
+            consumer_id=self.consumer_id,
+            consumer_name="",
+            durable=False,
+            start_message_id=start_id,
+            initialPosition=CommandSubscribe.Earliest,
+            force_topic_creation=False,
+        )
+
+    def last_position(self) -> Position:
+        """The last message the broker would dispatch (EARLIEST-like ``(-1, -1, 0)`` when none)."""
+        response = self.conn.request(T.GET_LAST_MESSAGE_ID, consumer_id=self.consumer_id)
+        return Position.from_message_id(response.last_message_id)
+
+    def flow(self, permits: int) -> None:
+        self.conn.send_command(make(T.FLOW, consumer_id=self.consumer_id, messagePermits=permits))
+
+    def close(self) -> None:
+        self.conn.messages.pop(self.consumer_id, None)
+        if not self.conn.closed:
+            try:
+                self.conn.request(T.CLOSE_CONSUMER, consumer_id=self.consumer_id, timeout=5.0)
+            except PulsarError:
+                self.conn.close()
+
+
+def is_empty(position: Position) -> bool:
+    """True for a "last message id" that names no message (empty topic)."""
+    return position.ledger < 0 or position.entry < 0
+
+
+class PartitionReader:
+    """Reads the messages of one partition in ``(after, until]``.
+
+    ``poll_timeout`` bounds how long the reader waits for messages it was told exist; then it raises
+    :class:`DataLossError` (``fail_on_data_loss``) or logs and stops.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        topic: str,
+        after: Position,
+        until: Position,
+        *,
+        poll_timeout: float = 120.0,
+        fail_on_data_loss: bool = True,
+    ) -> None:
+        self.client = client
+        self.topic = full_topic_name(topic)
+        self.after = after
+        self.until = until
+        self.poll_timeout = poll_timeout
+        self.fail_on_data_loss = fail_on_data_loss
+        self.last_seen = after
+
+    def _lost(self, why: str) -> None:
+        text = f"{self.topic}: messages in ({self.after.to_list()}, {self.until.to_list()}] {why}"
+        if self.fail_on_data_loss:
+            raise DataLossError(text + " (set failOnDataLoss=false to go on)")
+        log.warning("%s; going on without them", text)
+
+    def entries(self) -> Iterator[tuple[int, int, MessageMetadata, bytes]]:
+        """``(ledger, entry, metadata, payload)`` of the entries that hold messages of the range."""
+        if self.until <= self.after:
+            return
+        try:
+            sub = _Subscription(self.client, self.topic, self.after)
+        except TopicNotFoundError:
+            self._lost("are gone: the topic does not exist")
+            return
+        try:
+            yield from self._entries(sub)
+        finally:
+            sub.close()
+
+    def _entries(self, sub: _Subscription) -> Iterator[tuple[int, int, MessageMetadata, bytes]]:
+        conn, queue = sub.conn, sub.queue
+        sub.flow(RECEIVER_QUEUE)
+        credit = 0
+        idle_since = time.monotonic()
+        next_check = idle_since + IDLE_CHECK_SECONDS
+        until, after = self.until, self.after
+        while True:
+            while queue:
+                command, body = queue.popleft()
+                message = parse_body(body)
+                metadata = message.metadata
+                count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+                credit += count
+                if credit >= RECEIVER_QUEUE // 2:
+                    sub.flow(credit)
+                    credit = 0
+                if not message.checksum_ok:
+                    raise PulsarError(f"{self.topic}: checksum mismatch in entry {command.message_id.entryId}")
+                ledger, entry = command.message_id.ledgerId, command.message_id.entryId
+                last = Position(ledger, entry, count - 1)
+                if last <= after:
+                    continue
+                if Position(ledger, entry, 0) > until:
+                    return
+                self.last_seen = last
+                yield ledger, entry, metadata, message.payload
+                if last >= until:
+                    return
+                idle_since = time.monotonic()
+                next_check = idle_since + IDLE_CHECK_SECONDS
+            if sub.consumer_id in conn.closed_consumers:
+                raise PulsarError(f"{self.topic}: the broker closed the reader")
+            now = time.monotonic()
+            if now >= next_check:
+                broker_last = sub.last_position()
+                if is_empty(broker_last) or broker_last <= self.last_seen:
+                    if self.last_seen < until:
+                        self._lost(f"end at {self.last_seen.to_list()}: the broker has no more")
+                    return
+                next_check = now + IDLE_CHECK_SECONDS
+            if now - idle_since > self.poll_timeout:
+                self._lost(f"did not arrive within {self.poll_timeout:.0f} s")
+                return
+            conn.pump(min(next_check, idle_since + self.poll_timeout))
+
+    def messages(self) -> Iterator[Message]:
+        """The messages of the range, in order."""
+        partition = split_partition(self.topic)[1]
+        after, until = self.after, self.until
+        for ledger, entry, metadata, payload in self.entries():
+            for message in entry_messages(ledger, entry, partition, metadata, payload):
+                if after < message.position <= until:
+                    yield message
+
+
+def count_until(
+    client: Client, topic: str, after: Position, latest: Position, budget: int, poll_timeout: float = 30.0
+) -> tuple[Position, int]:
+    """Where to cut ``(after, latest]`` so it holds at most ``budget`` messages: ``(cut, messages)``."""
+    if budget <= 0 or latest <= after:
+        return after, 0
+    reader = PartitionReader(client, topic, after, latest, poll_timeout=poll_timeout, fail_on_data_loss=False)
+    taken = 0
+    cut = after
+    for ledger, entry, metadata, _ in reader.entries():
+        count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+        first = after.index + 1 if (ledger, entry) == (after.ledger, after.entry) else 0
+        last = count - 1
+        if (ledger, entry) == (latest.ledger, latest.entry):
+            last = min(last, latest.index)
+        available = last - first + 1
+        if available <= 0:
+            continue
+        if taken + available >= budget:
+            return Position(ledger, entry, first + budget - taken - 1), budget
+        taken += available
+        cut = Position(ledger, entry, last)
+    return (latest if reader.last_seen >= latest else cut), taken
+
+
+class TopicProbe:
+    """Asks the broker for the last message id of partitions, keeping one idle subscription per partition."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._subs: dict[str, _Subscription] = {}
+
+    def last_position(self, topic: str) -> Position | None:
+        """The last dispatchable message of ``topic`` (None when the topic does not exist)."""
+        topic = full_topic_name(topic)
+        for attempt in range(2):
+            sub = self._subs.get(topic)
+            try:
+                if sub is None or sub.conn.closed or sub.consumer_id in sub.conn.closed_consumers:
+                    sub = self._subs[topic] = _Subscription(self.client, topic, None)
+                return sub.last_position()
+            except TopicNotFoundError:
+                return None
+            except PulsarError:
+                self._subs.pop(topic, None)
+                if attempt:
+                    raise
+        return None
+
+    def close(self) -> None:
+        """Close every subscription."""
+        for sub in self._subs.values():
+            sub.close()
+        self._subs.clear()

@@ -1,0 +1,164 @@
+"""The transactional producer (spark.txn_client) against the endpoint, checked with the official client."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from spark_helpers import name, read_committed, values
+
+from spark.protocol import (
+    InvalidTxnStatusError,
+    NotAllowedError,
+    PulsarError,
+    TransactionCoordinatorNotFoundError,
+    TransactionNotFoundError,
+)
+from spark.txn_client import TransactionClient, TxnId, TxnState, java_string_hash
+
+
+def test_committed_messages_become_visible_at_once_with_keys_and_properties(server: Any) -> None:
+    topic = name("txn-commit")
+    with TransactionClient(server.url) as client:
+        producer = client.create_producer(topic)
+        txn = client.new_transaction()
+        for i in range(5):
+            producer.send(f"m{i}".encode(), key=f"k{i}", properties={"i": str(i)}, event_time=1000 + i, txn=txn)
+        producer.flush()
+        assert read_committed(server.url, topic, 300) == []
+        txn.commit()
+        assert txn.state is TxnState.COMMITTED
+    messages = read_committed(server.url, topic, 800)
+    assert values(messages) == [f"m{i}" for i in range(5)]
+    assert [m.partition_key() for m in messages] == [f"k{i}" for i in range(5)]
+    assert [m.properties() for m in messages] == [{"i": str(i)} for i in range(5)]
+    assert [m.event_timestamp() for m in messages] == [1000 + i for i in range(5)]
+
+
+def test_aborted_messages_are_never_delivered(server: Any) -> None:
+    topic = name("txn-abort")
+    with TransactionClient(server.url) as client:
+        producer = client.create_producer(topic)
+        aborted, committed = client.new_transaction(), client.new_transaction()
+        producer.send(b"lost", txn=aborted)
+        producer.send(b"kept", txn=committed)
+        producer.flush()
+        aborted.abort()
+        committed.commit()
+        producer.send(b"plain")
+        producer.flush()
+    assert values(read_committed(server.url, topic, 800)) == ["kept", "plain"]
+
+
+def test_an_open_transaction_holds_back_later_messages(server: Any) -> None:
+    topic = name("txn-hold")
+    with TransactionClient(server.url) as client:
+        producer = client.create_producer(topic)
+        producer.send_and_wait(b"before")
+        txn = client.new_transaction()
+        producer.send(b"inside", txn=txn)
+        producer.flush()
+        producer.send_and_wait(b"after")
+        assert values(read_committed(server.url, topic, 500)) == ["before"]
+        txn.commit()
+    assert values(read_committed(server.url, topic, 800)) == ["before", "inside", "after"]
+
+
+def test_a_transaction_is_committed_by_id_from_another_client(server: Any) -> None:
+    topic = name("txn-by-id")
+    with TransactionClient(server.url) as writer, TransactionClient(server.url) as committer:
+        txn = writer.new_transaction()
+        writer.create_producer(topic).send_and_wait(b"handed over", txn=txn)
+        committer.commit(TxnId(*txn.id))
+    assert values(read_committed(server.url, topic, 800)) == ["handed over"]
+
+
+def test_ended_and_unknown_transactions_raise_pulsar_errors(server: Any) -> None:
+    with TransactionClient(server.url) as client:
+        txn = client.new_transaction()
+        txn.commit()
+        with pytest.raises(TransactionNotFoundError):
+            client.commit(txn.id)
+        with pytest.raises(TransactionNotFoundError):
+            client.abort(txn.id)
+        with pytest.raises(TransactionNotFoundError):
+            client.add_partitions(txn.id, [name("late")])
+        with pytest.raises(TransactionNotFoundError):
+            client.commit(TxnId(0, 1 << 40))
+        with pytest.raises(TransactionCoordinatorNotFoundError):
+            client.commit(TxnId(client.coordinators + 5, 1))
+
+
+def test_a_send_in_an_ended_transaction_is_refused(server: Any) -> None:
+    topic = name("txn-ended")
+    with TransactionClient(server.url) as client:
+        producer = client.create_producer(topic)
+        txn = client.new_transaction()
+        producer.send_and_wait(b"first", txn=txn)
+        client.abort(txn.id)
+        with pytest.raises(NotAllowedError) as raised:
+            producer.send_and_wait(b"second", txn=txn)
+        assert raised.value.code_name == "NotAllowedError"
+    assert read_committed(server.url, topic, 300) == []
+
+
+def test_a_timed_out_transaction_is_aborted(server: Any) -> None:
+    topic = name("txn-timeout")
+    with TransactionClient(server.url) as client:
+        txn = client.new_transaction(timeout_ms=300)
+        client.create_producer(topic).send_and_wait(b"too slow", txn=txn)
+        time.sleep(1.0)
+        with pytest.raises(TransactionNotFoundError):
+            txn.commit()
+    assert read_committed(server.url, topic, 300) == []
+
+
+def test_commit_while_the_abort_is_in_progress_is_an_invalid_status(server_factory: Any) -> None:
+    server = server_factory("--txn-end-delay-ms", "800")
+    with TransactionClient(server.url) as client, TransactionClient(server.url) as other:
+        txn = client.new_transaction()
+        client.create_producer(name("txn-race")).send_and_wait(b"x", txn=txn)
+        aborting = threading.Thread(target=client.abort, args=(txn.id,))
+        aborting.start()
+        time.sleep(0.3)
+        with pytest.raises(InvalidTxnStatusError):
+            other.commit(txn.id)
+        aborting.join()
+
+
+def test_without_coordinators_transactions_are_refused(server_factory: Any) -> None:
+    server = server_factory("--transaction-coordinators", "0")
+    with TransactionClient(server.url) as client, pytest.raises(TransactionCoordinatorNotFoundError):
+        client.new_transaction()
+    # Plain sends still work.
+    with TransactionClient(server.url) as client:
+        client.create_producer(name("plain")).send_and_wait(b"ok")
+
+
+def test_keys_are_routed_to_partitions_like_the_java_client(server_factory: Any) -> None:
+    assert java_string_hash("hello") == 99162322  # "hello".hashCode() in Java
+    assert java_string_hash("polygenelubricants") == 0  # hashCode() is Integer.MIN_VALUE
+    server = server_factory("--default-partitions", "3")
+    topic = name("txn-parts")
+    with TransactionClient(server.url) as client:
+        producer = client.create_producer(topic)
+        txn = client.new_transaction()
+        for i in range(30):
+            producer.send(f"v{i}".encode(), key=f"key-{i % 6}", txn=txn)
+        txn.commit()
+    for partition in range(3):
+        messages = read_committed(server.url, f"{topic}-partition-{partition}", 500)
+        assert all(java_string_hash(m.partition_key()) % 3 == partition for m in messages)
+    assert len(read_committed(server.url, topic, 800)) == 30
+
+
+def test_errors_carry_the_pulsar_code(server: Any) -> None:
+    with TransactionClient(server.url) as client:
+        txn = client.new_transaction()
+        txn.abort()
+        with pytest.raises(PulsarError) as raised:
+            client.commit(txn.id)
+    assert raised.value.code_name == "TransactionNotFound"
+    assert "TransactionNotFound" in str(raised.value)
