@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ class TopicName:
     local: str
 
     @classmethod
+    @functools.lru_cache(maxsize=65536)  # names are immutable, and parsing runs on every command
     def parse(cls, name: str) -> TopicName:
         """Parse a full or short name (``my-topic`` means ``persistent://public/default/my-topic``)."""
         if "://" in name:
