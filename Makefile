@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test test-containers image lint proto bench bench-txn bench-spark demo clean
+.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare demo conformance clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,17 @@ proto: | $(BIN)/python
 ## demo: the Spark pipeline example end to end (endpoint, sample data, PySpark in local mode)
 demo: $(VENV)/.installed-test
 	$(BIN)/pulsar-txn-proxy demo $(ARGS)
+
+## conformance: the conformance suite against this endpoint and a real Apache Pulsar 4.2.4 side by side (Java 17+,
+## Maven; ARGS="--record-golden" re-records tests/conformance/golden), then the transaction workload, 60 s on each
+conformance: $(VENV)/.installed-test
+	$(BIN)/python -m pytest tests/conformance --conformance-target both $(ARGS)
+	$(BIN)/python -m tests.conformance.workload --target endpoint --seed 11 --seconds 60 --kill-restarts 3
+	$(BIN)/python -m tests.conformance.workload --target pulsar --seed 11 --seconds 60
+
+## bench-compare: this endpoint and a Pulsar standalone side by side with pulsar-perf; rewrites bench/RESULTS.md
+bench-compare: $(VENV)/.installed-test
+	$(BIN)/python bench/compare.py --seconds 10 --pulsar-fsync --results bench/RESULTS.md $(ARGS)
 
 ## bench: the core messaging benchmark
 bench: $(VENV)/.installed-test

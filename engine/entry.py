@@ -26,7 +26,7 @@ class Entry:
     txn: tuple[int, int] | None = None
     #: ``MarkerType`` of a server-written marker (0 for messages).
     marker: int = 0
-    #: Delayed delivery: epoch milliseconds before which Shared subscriptions hold the entry back (0: none).
+    #: Delayed delivery: epoch milliseconds before which (Key_)Shared subscriptions hold the entry back (0: none).
     deliver_at: int = 0
 
     @classmethod

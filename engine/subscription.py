@@ -126,11 +126,13 @@ class Subscription:
         self.bytes_out = 0
         #: Key_Shared: consumers that joined after others, with the read position at their arrival.
         self._recently_joined: dict[Consumer, int] = {}
-        #: Shared: entries held back by delayed delivery, with the epoch milliseconds they are due at.
+        #: Shared and Key_Shared: entries held back by delayed delivery, with the epoch milliseconds they are due at.
         self._delayed: dict[int, int] = {}
         self._delay_timer: Cancellable | None = None
         #: Whether consumers were told that the terminated topic has nothing more (see _tell_end_of_topic).
         self._end_told = False
+        #: Messages per entry of the entries read last (sizes reads to the consumers' permits).
+        self._messages_per_entry = 1
 
     # -- consumers --------------------------------------------------------------------------
 
@@ -397,7 +399,7 @@ class Subscription:
         position = self.read_position
         deliveries: list[Delivery] = []
         while consumer.permits > 0 and position <= limit and len(deliveries) < DISPATCH_BUDGET:
-            entries = self.topic.read(position, min(limit, position + READ_CHUNK - 1))
+            entries = self._read(position, limit, consumer.permits)
             if not entries:
                 position = limit + 1
                 break
@@ -436,7 +438,7 @@ class Subscription:
         while budget > 0 and position <= limit and not blocked:
             if len(self._replay) >= MAX_REPLAY_BACKLOG or not any(c.permits > 0 for c in self.consumers):
                 break
-            entries = self.topic.read(position, min(limit, position + READ_CHUNK - 1))
+            entries = self._read(position, limit, sum(max(c.permits, 0) for c in self.consumers))
             if not entries:
                 position = limit + 1
                 break
@@ -461,9 +463,18 @@ class Subscription:
             self._send(consumer, deliveries)
         return budget <= 0
 
+    def _read(self, position: int, limit: int, permits: int) -> list[Entry]:
+        """The next entries for ``permits`` messages: as many as the entries read last suggest (Pulsar's
+        avgMessagesPerEntry), so that a consumer of large batches does not make a whole chunk be read for one."""
+        count = max(1, min(READ_CHUNK, permits // self._messages_per_entry))
+        entries = self.topic.read(position, min(limit, position + count - 1))
+        if entries:
+            self._messages_per_entry = max(1, sum(e.num_messages for e in entries) // len(entries))
+        return entries
+
     def _held_back(self, entry: Entry) -> bool:
-        """Delayed delivery (Shared only, as in Pulsar): hold an entry due after the next tick until it is due."""
-        if self.sub_type != SubType.SHARED or not entry.deliver_at:
+        """Delayed delivery (Shared and Key_Shared, as in Pulsar): hold an entry due after the next tick until then."""
+        if self.sub_type not in (SubType.SHARED, SubType.KEY_SHARED) or not entry.deliver_at:
             return False
         if entry.deliver_at <= now_ms(self.topic.clock) + DELAYED_DELIVERY_TICK_MS:
             return False

@@ -47,6 +47,9 @@ PROTOCOL_VERSION = 20
 KEEPALIVE_SECONDS = 30.0
 #: Seconds a closing connection may take to flush its last writes before it is aborted.
 CLOSE_GRACE_SECONDS = 5.0
+#: Sends awaiting their receipt before the connection stops reading (Pulsar's
+#: ``maxPendingPublishRequestsPerConnection``); reading resumes below half of it.
+MAX_PENDING_SENDS = 1000
 _SCHEMA_VERSION = struct.Struct(">q")
 #: Commands only a server sends: receiving one is a protocol violation.
 _SERVER_ONLY = frozenset(
@@ -98,6 +101,9 @@ class PulsarConnection(protocol.Protocol):
         self.client_version = ""
         #: When the connection was accepted (epoch milliseconds), for the admin API's stats.
         self.connected_ms = int(time.time() * 1000)
+        #: Sends not answered yet, and whether reading is paused because of them (publish back-pressure).
+        self._pending_sends = 0
+        self._reading_paused = False
         self.protocol_version = 0
         self._handlers: dict[int, Callable[[BaseCommand, bytes | None], None]] = {
             T.PING: self._on_ping,
@@ -356,10 +362,19 @@ class PulsarConnection(protocol.Protocol):
             )
             return
         highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else -1
+        self._pending_sends += 1
+        if self._pending_sends >= MAX_PENDING_SENDS and not self._reading_paused:
+            # As Pulsar: stop reading from a client that sends faster than its entries become durable.
+            self._reading_paused = True
+            self.transport.pauseProducing()
         self.service.publish(self, producer, send, message, highest)
 
     def receipt(self, producer: Producer, send: object, result: int | BrokerError) -> None:
         """Answer a SEND once its entry is durable (or it failed)."""
+        self._pending_sends -= 1
+        if self._reading_paused and self._pending_sends <= MAX_PENDING_SENDS // 2 and self.state is not State.CLOSED:
+            self._reading_paused = False
+            self.transport.resumeProducing()
         producer_id, sequence_id = send.producer_id, send.sequence_id  # type: ignore[attr-defined]
         if isinstance(result, BrokerError):
             self.send(

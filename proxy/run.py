@@ -11,7 +11,6 @@ from engine.clock import SystemClock
 from engine.namespaces import PolicyEnforcer
 from engine.store import Store
 from engine.txn_buffer import SnapshotPolicy
-from proxy.admin import admin_site
 from proxy.commits import ThreadedCommits
 from proxy.config import Settings, data_path
 from proxy.server import BrokerService, PulsarFactory
@@ -28,16 +27,16 @@ def serve(settings: Settings, started: float) -> int:
         default_partitions=settings.default_partitions,
         deduplication=settings.deduplication,
         transaction_coordinators=settings.transaction_coordinators,
-        snapshot_policy=SnapshotPolicy(
-            settings.txn_snapshot_max_changes, settings.txn_snapshot_interval_seconds
-        ),
+        snapshot_policy=SnapshotPolicy(settings.txn_snapshot_max_changes, settings.txn_snapshot_interval_seconds),
         txn_end_delay_ms=settings.txn_end_delay_ms,
     )
     broker = Broker(store, SystemClock(reactor.callLater), config, ThreadedCommits(reactor))
     service = BrokerService(broker, reactor, settings.advertised_address, settings.port)
     listener = reactor.listenTCP(settings.port, PulsarFactory(service), interface=settings.host)
     service.port = listener.getHost().port
-    admin = _listen_admin(reactor, settings, broker, service)
+    # The admin API's web stack takes a while to import: bring it up once the Pulsar port is served.
+    admin: list[Any] = []
+    reactor.callWhenRunning(lambda: admin.extend(filter(None, [_listen_admin(reactor, settings, broker, service)])))
     policies = PolicyEnforcer(broker, settings.policy_check_interval_seconds)
     policies.start()
 
@@ -45,8 +44,8 @@ def serve(settings: Settings, started: float) -> int:
         log.info("shutting down: %d connections", len(service.connections))
         listener.stopListening()
         policies.stop()
-        if admin is not None:
-            admin.stopListening()
+        for port in admin:
+            port.stopListening()
         for connection in list(service.connections):
             connection.transport.loseConnection()
         broker.close()
@@ -66,6 +65,8 @@ def serve(settings: Settings, started: float) -> int:
 def _listen_admin(reactor: Any, settings: Settings, broker: Broker, service: BrokerService) -> Any:
     """Serve the admin API on its port; if the port is taken, log it and go on without (the Pulsar port works)."""
     from twisted.internet.error import CannotListenError
+
+    from proxy.admin import admin_site
 
     try:
         port = reactor.listenTCP(

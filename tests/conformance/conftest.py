@@ -1,0 +1,173 @@
+"""Targets and the comparison for the conformance suite.
+
+Options (``pytest tests/conformance ...``):
+
+- ``--conformance-target endpoint`` (default): this endpoint, started here; outcomes are compared with the golden
+  files recorded from real Apache Pulsar (``tests/conformance/golden/``).
+- ``--conformance-target pulsar``: a real Pulsar standalone started here (``pulsar_standalone.py``; Java 17+ and
+  Maven), compared with the golden files.
+- ``--conformance-target both``: both, compared with each other, side by side.
+- ``--service-url pulsar://h:6650 [--admin-url http://h:8080]``: any running broker instead, compared with the
+  golden files (scenarios that restart the broker then fail: the suite cannot restart it).
+- ``--record-golden``: write the reference outcomes (Pulsar's, or the ``--service-url`` broker's) to the golden files
+  instead of comparing with them.
+
+The options are read with defaults, so a plain ``pytest`` from the repository root (which does not load this file's
+``pytest_addoption``) runs the default: this endpoint against the golden files.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conformance.framework import (
+    KNOWN_DIFFERENCES,
+    PULSAR_VERSION,
+    Scenario,
+    Target,
+    load_golden,
+    run_on,
+    save_golden,
+    side_by_side,
+    wait_for_admin,
+)
+from tests.conformance.pulsar_standalone import PulsarStandalone
+from tests.server_process import ServerProcess
+
+ENDPOINT = "this endpoint"
+PULSAR = f"Apache Pulsar {PULSAR_VERSION}"
+GOLDEN = f"golden (Pulsar {PULSAR_VERSION})"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conformance", "conformance suite: this endpoint versus Apache Pulsar")
+    group.addoption("--conformance-target", choices=("endpoint", "pulsar", "both"), default="endpoint",
+                    help="what to run the scenarios against (default: endpoint, compared with golden files)")
+    group.addoption("--service-url", default=None, help="run against this broker instead (pulsar://host:port)")
+    group.addoption("--admin-url", default=None, help="its admin REST URL (http://host:port)")
+    group.addoption("--record-golden", action="store_true", default=False,
+                    help="write the reference target's outcomes to tests/conformance/golden/")
+
+
+def _option(config: pytest.Config, name: str, default: Any) -> Any:
+    return config.getoption(name, default)
+
+
+def _mode(config: pytest.Config) -> str:
+    if _option(config, "--service-url", None):
+        return "url"
+    return _option(config, "--conformance-target", "endpoint")
+
+
+@pytest.fixture(scope="session")
+def endpoint_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """This endpoint with its admin API, on its own data directory."""
+    proc = ServerProcess(tmp_path_factory.mktemp("conformance") / "endpoint")
+    proc.start(timeout=60)
+    wait_for_admin(proc.admin_url)
+
+    def crash_restart() -> None:
+        proc.kill()
+        proc.start(timeout=60)
+        wait_for_admin(proc.admin_url)
+
+    yield Target(ENDPOINT, proc.url, proc.admin_url, crash_restart)
+    if proc.process is not None:
+        proc.stop()
+
+
+@pytest.fixture(scope="session")
+def pulsar_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """A real Pulsar standalone, started once for the session and stopped at its end."""
+    pulsar = PulsarStandalone(tmp_path_factory.mktemp("conformance") / "pulsar")
+    pulsar.start()
+
+    def crash_restart() -> None:
+        pulsar.kill()
+        pulsar.start()
+
+    try:
+        yield Target(PULSAR, pulsar.url, pulsar.admin_url, crash_restart)
+    finally:
+        pulsar.stop()
+
+
+class Conformance:
+    """Runs one scenario on the selected targets and fails on any difference from the reference."""
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        self.config = request.config
+        self.mode = _mode(self.config)
+        self.record = bool(_option(self.config, "--record-golden", False))
+        self.request = request
+
+    def _target(self, fixture: str) -> Target:
+        return self.request.getfixturevalue(fixture)
+
+    def check(self, fn: Scenario) -> None:
+        module = fn.__module__.rsplit(".", 1)[-1].removeprefix("test_")
+        name = fn.__name__.removeprefix("test_")
+        label = f"{module}.{name}"
+        if self.mode == "both":
+            ours = run_on(self._target("endpoint_target"), fn)
+            reference = run_on(self._target("pulsar_target"), fn)
+            if self.record:
+                save_golden(module, name, reference, PULSAR)
+            self._compare(label, ours, reference, ENDPOINT, PULSAR)
+            return
+        if self.mode == "url":
+            admin = _option(self.config, "--admin-url", None)
+            target = Target(_option(self.config, "--service-url", None), _option(self.config, "--service-url", ""),
+                            admin)
+        else:
+            target = self._target("pulsar_target" if self.mode == "pulsar" else "endpoint_target")
+        outcome = run_on(target, fn)
+        if self.record and self.mode != "endpoint":
+            save_golden(module, name, outcome, target.name)
+            _fail_on_crash(label, outcome)
+            return
+        golden = load_golden(module)
+        if name not in golden:
+            pytest.fail(
+                f"{label}: no golden outcome recorded from real Pulsar; record it with "
+                f"`pytest tests/conformance --conformance-target pulsar --record-golden`.\n"
+                f"{target.name} gave: {json.dumps(outcome, sort_keys=True)}"
+            )
+        self._compare(label, outcome, golden[name], target.name, GOLDEN)
+
+    @staticmethod
+    def _compare(label: str, ours: Any, reference: Any, ours_name: str, reference_name: str) -> None:
+        known = KNOWN_DIFFERENCES.get(label, {})
+        for key, why in known.items():
+            if isinstance(ours, dict) and isinstance(reference, dict) and ours.get(key) != reference.get(key):
+                warnings.warn(f"{label}: known difference in {key!r}: {why}", stacklevel=2)
+        report = side_by_side(
+            label, _comparable(ours, known), _comparable(reference, known), ours_name, reference_name
+        )
+        if report is not None:
+            traces = [f"{n} failed:\n{o['$trace']}" for n, o in ((ours_name, ours), (reference_name, reference))
+                      if isinstance(o, dict) and "$trace" in o]
+            pytest.fail("\n".join([report, *traces]), pytrace=False)
+
+
+def _comparable(outcome: Any, known: dict[str, str]) -> Any:
+    """The outcome without its failure trace and without the documented deliberate differences."""
+    if isinstance(outcome, dict):
+        return {k: v for k, v in outcome.items() if k != "$trace" and k not in known}
+    return outcome
+
+
+def _fail_on_crash(label: str, outcome: Any) -> None:
+    if isinstance(outcome, dict) and "$failed" in outcome:
+        pytest.fail(f"{label} did not finish on the reference target:\n{outcome.get('$trace')}", pytrace=False)
+
+
+@pytest.fixture
+def conformance(request: pytest.FixtureRequest) -> Conformance:
+    """Used by tests made with :func:`tests.conformance.framework.scenario`."""
+    return Conformance(request)
