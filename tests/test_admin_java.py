@@ -7,7 +7,6 @@ reason). The expected outcomes are what an Apache Pulsar broker answers for the 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import subprocess
@@ -20,12 +19,11 @@ import pytest
 
 from tests.server_process import ServerProcess
 from tests.test_admin_http import http_json, start_admin_server, wait_for_admin
-from tests.txn_harness import JVM_OPTIONS, _require
+from tests.txn_harness import JVM_OPTIONS, build_maven
 
 ADMIN_JAVA = Path(__file__).resolve().parent / "admin-java"
 TARGET = ADMIN_JAVA / "target"
 MAIN_CLASS = "dev.pulsartxnproxy.admin.AdminHarness"
-STAMP = TARGET / ".harness-built"
 # Class-data sharing archive dumped by the first run after a build, as tests/txn_harness.py does (faster JVM starts).
 CDS_ARCHIVE = TARGET / "harness.jsa"
 
@@ -33,34 +31,9 @@ ServerFactory = Callable[..., ServerProcess]
 Observations = dict[str, Any]
 
 
-def _classpath() -> str | None:
-    jars = sorted(TARGET.glob("admin-harness-*.jar"))
-    if not jars or not (TARGET / "lib").is_dir():
-        return None
-    return os.pathsep.join([str(jars[-1]), str(TARGET / "lib" / "*")])
-
-
-@functools.cache
 def build_admin_harness() -> str:
-    """Build tests/admin-java with Maven unless it is up to date (as tests/txn_harness.py builds tests/java)."""
-    _require("java")
-    sources = [ADMIN_JAVA / "pom.xml", *(p for p in (ADMIN_JAVA / "src").rglob("*") if p.is_file())]
-    classpath = _classpath()
-    if classpath and STAMP.exists() and STAMP.stat().st_mtime > max(p.stat().st_mtime for p in sources):
-        return classpath
-    result = subprocess.run(
-        [_require("mvn"), "-q", "-B", "package"],
-        cwd=ADMIN_JAVA,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    classpath = _classpath()
-    if result.returncode != 0 or classpath is None:
-        raise RuntimeError(f"`mvn -q -B package` in {ADMIN_JAVA} failed:\n{result.stdout}\n{result.stderr}")
-    STAMP.touch()
-    return classpath
+    """Build tests/admin-java unless it is up to date; the classpath to run it with."""
+    return build_maven(ADMIN_JAVA, "admin-harness")
 
 
 def run_admin(admin_url: str, service_url: str, scenario: str, *args: str) -> Observations:

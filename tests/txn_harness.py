@@ -21,8 +21,6 @@ import pytest
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 TARGET = JAVA_DIR / "target"
 MAIN_CLASS = "dev.pulsartxnproxy.Harness"
-# Written after a successful build; the build is skipped while it is newer than every source file.
-STAMP = TARGET / ".harness-built"
 # Class-data sharing archive of the harness's classes, dumped by the first run after a build: saves ~0.5 s per JVM.
 CDS_ARCHIVE = TARGET / "harness.jsa"
 # Each run is a short-lived JVM: the C1 compiler alone and the serial collector start faster on few cores; JVM
@@ -32,47 +30,50 @@ JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xlog:disable", "
 Scenario = Callable[..., dict[str, Any]]
 
 
-def _newest_source_mtime() -> float:
-    sources = [JAVA_DIR / "pom.xml", *(p for p in (JAVA_DIR / "src").rglob("*") if p.is_file())]
-    return max(p.stat().st_mtime for p in sources)
-
-
 def _require(tool: str) -> str:
     path = shutil.which(tool)
     if path is None:
-        raise RuntimeError(
-            f"`{tool}` is not on PATH: the transaction tests need Java 17+ and Maven to build {JAVA_DIR}"
-        )
+        raise RuntimeError(f"`{tool}` is not on PATH: the Java tests need Java 17+ and Maven to build {JAVA_DIR}")
     return path
 
 
-def _classpath() -> str | None:
-    """The packaged jar plus its dependencies (CDS needs jars, not target/classes); None before a build."""
-    jars = sorted(TARGET.glob("txn-harness-*.jar"))
-    if not jars or not (TARGET / "lib").is_dir():
-        return None
-    return os.pathsep.join([str(jars[-1]), str(TARGET / "lib" / "*")])
-
-
 @functools.cache
-def build_harness() -> str:
-    """Build the harness with Maven unless it is up to date; returns the classpath to run it with."""
+def build_maven(project: Path, jar_prefix: str) -> str:
+    """Build a Maven project of the tests unless it is up to date; the classpath to run it with.
+
+    The classpath is the packaged jar plus its copied dependencies (class-data sharing needs jars). A stamp
+    written after a successful build skips Maven while it is newer than every source file.
+    """
     _require("java")
-    classpath = _classpath()
-    if classpath and STAMP.exists() and STAMP.stat().st_mtime > _newest_source_mtime():
-        return classpath
-    mvn = _require("mvn")
+    target = project / "target"
+    stamp = target / ".harness-built"
+
+    def classpath() -> str | None:
+        jars = sorted(target.glob(f"{jar_prefix}-*.jar"))
+        if not jars or not (target / "lib").is_dir():
+            return None
+        return os.pathsep.join([str(jars[-1]), str(target / "lib" / "*")])
+
+    sources = [project / "pom.xml", *(p for p in (project / "src").rglob("*") if p.is_file())]
+    found = classpath()
+    if found and stamp.exists() and stamp.stat().st_mtime > max(p.stat().st_mtime for p in sources):
+        return found
     result = subprocess.run(
-        [mvn, "-q", "-B", "package"], cwd=JAVA_DIR, capture_output=True, text=True, timeout=900, check=False
+        [_require("mvn"), "-q", "-B", "package"], cwd=project, capture_output=True, text=True, timeout=900, check=False
     )
-    classpath = _classpath()
-    if result.returncode != 0 or classpath is None:
+    found = classpath()
+    if result.returncode != 0 or found is None:
         raise RuntimeError(
-            f"`mvn -q -B package` in {JAVA_DIR} failed with exit code {result.returncode}:\n"
+            f"`mvn -q -B package` in {project} failed with exit code {result.returncode}:\n"
             f"{result.stdout}\n{result.stderr}"
         )
-    STAMP.touch()
-    return classpath
+    stamp.touch()
+    return found
+
+
+def build_harness() -> str:
+    """Build the transaction harness (tests/java) unless it is up to date; the classpath to run it with."""
+    return build_maven(JAVA_DIR, "txn-harness")
 
 
 def run_scenario(service_url: str, name: str, *args: str, timeout: float = 60) -> dict[str, Any]:
