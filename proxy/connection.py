@@ -447,7 +447,6 @@ class PulsarConnection(protocol.Protocol):
                 message.consumer_epoch = consumer.epoch
             parts.append(encode_payload_command(cmd, delivery.entry.body))
         self.transport.writeSequence(parts)
-        self.service.metrics_out(len(deliveries), sum(d.entry.num_messages for d in deliveries))
 
     def active_consumer_change(self, consumer: Consumer, is_active: bool) -> None:
         """Tell a Failover consumer whether it is the active one."""

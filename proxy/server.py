@@ -38,8 +38,6 @@ class BrokerService:
         self.port = port
         self.server_version = f"pulsar-txn-proxy {VERSION}"
         self.connections: set[PulsarConnection] = set()
-        self.messages_out = 0
-        self.entries_out = 0
 
     # -- lookup ---------------------------------------------------------------------------------
 
@@ -183,13 +181,6 @@ class BrokerService:
             raise BrokerError(ServerError.MetadataError, "Message id and message publish time were not present")
         subscription.reset(entry)
         subscription.close_consumers()
-
-    # -- bookkeeping ---------------------------------------------------------------------------
-
-    def metrics_out(self, entries: int, messages: int) -> None:
-        """Count dispatched entries and messages."""
-        self.entries_out += entries
-        self.messages_out += messages
 
 
 class PulsarFactory(protocol.ServerFactory):
