@@ -104,6 +104,8 @@ class PulsarConnection(protocol.Protocol):
         #: Sends not answered yet, and whether reading is paused because of them (publish back-pressure).
         self._pending_sends = 0
         self._reading_paused = False
+        #: Frames written during this reactor turn, sent together at its end (one ``send`` per turn).
+        self._outbox: list[bytes] = []
         self.protocol_version = 0
         self._handlers: dict[int, Callable[[BaseCommand, bytes | None], None]] = {
             T.PING: self._on_ping,
@@ -185,6 +187,7 @@ class PulsarConnection(protocol.Protocol):
         if self.state is State.CLOSED:
             return
         log.warning("[%s] closing connection: %s", self.peer, reason)
+        self._flush()
         self.state = State.CLOSED
         self.transport.loseConnection()
         self.service.reactor.callLater(CLOSE_GRACE_SECONDS, self.transport.abortConnection)
@@ -197,9 +200,17 @@ class PulsarConnection(protocol.Protocol):
         self.write(frame(T.PING))
 
     def write(self, data: bytes) -> None:
-        """Send bytes unless the connection is closed."""
-        if self.state is not State.CLOSED:
-            self.transport.write(data)
+        """Send bytes unless the connection is closed: at the end of this reactor turn, with the turn's other frames."""
+        if self.state is State.CLOSED:
+            return
+        if not self._outbox:
+            self.service.reactor.callLater(0, self._flush)
+        self._outbox.append(data)
+
+    def _flush(self) -> None:
+        if self._outbox and self.state is not State.CLOSED:
+            self.transport.write(b"".join(self._outbox))
+        self._outbox.clear()
 
     def send(self, kind: int, **fields: object) -> None:
         """Send one simple command."""
@@ -446,7 +457,7 @@ class PulsarConnection(protocol.Protocol):
             if consumer.epoch is not None:
                 message.consumer_epoch = consumer.epoch
             parts.append(encode_payload_command(cmd, delivery.entry.body))
-        self.transport.writeSequence(parts)
+        self.write(b"".join(parts))
 
     def active_consumer_change(self, consumer: Consumer, is_active: bool) -> None:
         """Tell a Failover consumer whether it is the active one."""

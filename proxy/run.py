@@ -14,6 +14,7 @@ from engine.txn_buffer import SnapshotPolicy
 from proxy.commits import ThreadedCommits
 from proxy.config import Settings, data_path
 from proxy.server import BrokerService, PulsarFactory
+from proxy.transport import listen_eager
 
 log = logging.getLogger("pulsar_txn_proxy")
 
@@ -32,7 +33,7 @@ def serve(settings: Settings, started: float) -> int:
     )
     broker = Broker(store, SystemClock(reactor.callLater), config, ThreadedCommits(reactor))
     service = BrokerService(broker, reactor, settings.advertised_address, settings.port)
-    listener = reactor.listenTCP(settings.port, PulsarFactory(service), interface=settings.host)
+    listener = listen_eager(reactor, settings.port, PulsarFactory(service), interface=settings.host)
     service.port = listener.getHost().port
     # The admin API's web stack takes a while to import: bring it up once the Pulsar port is served.
     admin: list[Any] = []
