@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.clock import Cancellable, now_ms
+from engine.clock import now_ms
+from engine.deadlines import DeadlineTracker
 from engine.errors import BrokerError
 from engine.transactions import (
     ENDED,
@@ -62,7 +63,6 @@ class TxnMeta:
     timeout_ms: int
     partitions: list[str] = field(default_factory=list)
     subscriptions: list[tuple[str, str]] = field(default_factory=list)
-    timer: Cancellable | None = None
     waiters: list[Done] = field(default_factory=list)
     timed_out: bool = False
 
@@ -104,6 +104,8 @@ class Coordinators:
         self.coordinators = [Coordinator(i) for i in range(count)]
         #: Testing aid: a pause between an end's first durable step and its second.
         self.end_delay_ms = end_delay_ms
+        #: When each OPEN transaction times out.
+        self.timeouts: DeadlineTracker[TxnId] = DeadlineTracker(self.clock, self._expire)
 
     def __len__(self) -> int:
         return len(self.coordinators)
@@ -199,9 +201,7 @@ class Coordinators:
 
     def _begin_end(self, meta: TxnMeta, target: TxnStatus) -> None:
         meta.status = target
-        if meta.timer is not None:
-            meta.timer.cancel()
-            meta.timer = None
+        self.timeouts.discard(meta.txn)
         self._record(meta, {"op": "status", "status": target.value})
         if self.end_delay_ms:
             self.broker.after_commit(lambda _: self._schedule_finish(meta), None)
@@ -246,11 +246,11 @@ class Coordinators:
     # -- timeouts -----------------------------------------------------------------------------
 
     def _arm_timeout(self, meta: TxnMeta, seconds: float) -> None:
-        meta.timer = self.clock.call_later(max(seconds, 0.0), lambda: self._expire(meta))
+        self.timeouts.add(meta.txn, self.clock.now() + max(seconds, 0.0))
 
-    def _expire(self, meta: TxnMeta) -> None:
-        meta.timer = None
-        if meta.status is not TxnStatus.OPEN:
+    def _expire(self, txn: TxnId) -> None:
+        meta = self.coordinators[txn.most].txns.get(txn.least)
+        if meta is None or meta.status is not TxnStatus.OPEN:
             return
         log.info("transaction %s timed out after %d ms; aborting", meta.txn, meta.timeout_ms)
         meta.timed_out = True

@@ -23,7 +23,7 @@ import org.apache.pulsar.client.api.transaction.Transaction;
  * The transaction load generator behind {@code bench/txn.py}; prints one JSON line of figures.
  *
  * <ul>
- *   <li>{@code throughput <url> <topic> <clients> <seconds> <warmupSeconds>}: one PulsarClient and thread per
+ *   <li>{@code throughput <url> <topic> <clients> <seconds> <warmupSeconds>}: one PulsarClient and loop per
  *       client, each looping newTransaction, send 1 message, commit; committed transactions per second.</li>
  *   <li>{@code cost <url> <topic> <messages> <repetitions> <batched|unbatched>}: the time to send {@code messages}
  *       messages and wait for their receipts, plainly and inside one transaction (open, send, commit), alternating,
@@ -84,49 +84,23 @@ public final class TxnBench {
         return client.newTransaction().withTransactionTimeout(TXN_TIMEOUT_SECONDS, SECONDS).build().get();
     }
 
-    /** Committed transactions per second with {@code clients} concurrent loops of open, send 1, commit. */
+    /**
+     * Committed transactions per second with {@code clients} concurrent loops of open, send 1, commit. Each loop
+     * has one transaction at a time and chains its steps on its client's own threads, as pulsar-perf does, so the
+     * load generator spends no thread hand-off per step on the cores it shares with the server.
+     */
     private static Map<String, Object> throughput(String url, String topic, int clients, double seconds,
             double warmupSeconds) throws Exception {
-        List<PulsarClient> pulsarClients = new ArrayList<>();
-        List<Producer<byte[]>> producers = new ArrayList<>();
-        for (int i = 0; i < clients; i++) {
-            PulsarClient client = client(url);
-            pulsarClients.add(client);
-            producers.add(producer(client, topic, false));
-        }
         AtomicLong measured = new AtomicLong();
         AtomicLong failed = new AtomicLong();
         AtomicReference<String> firstError = new AtomicReference<>();
         AtomicInteger phase = new AtomicInteger(WARMING_UP);
-        List<List<Long>> latencies = new ArrayList<>();
-        List<Thread> threads = new ArrayList<>();
+        List<TxnLoop> loops = new ArrayList<>();
         for (int i = 0; i < clients; i++) {
-            PulsarClient client = pulsarClients.get(i);
-            Producer<byte[]> producer = producers.get(i);
-            List<Long> samples = new ArrayList<>();
-            latencies.add(samples);
-            Thread thread = new Thread(() -> {
-                int state;
-                while ((state = phase.get()) != DONE) {
-                    long began = System.nanoTime();
-                    try {
-                        Transaction txn = newTxn(client);
-                        producer.newMessage(txn).value(PAYLOAD).sendAsync();
-                        txn.commit().get();
-                    } catch (Exception e) {
-                        failed.incrementAndGet();
-                        firstError.compareAndSet(null, Scenarios.describe(e).toString());
-                        continue;
-                    }
-                    if (state == MEASURING && phase.get() == MEASURING) {
-                        measured.incrementAndGet();
-                        samples.add(System.nanoTime() - began);
-                    }
-                }
-            });
-            threads.add(thread);
-            thread.start();
+            PulsarClient client = client(url);
+            loops.add(new TxnLoop(client, producer(client, topic, false), phase, measured, failed, firstError));
         }
+        loops.forEach(TxnLoop::next);
         Thread.sleep((long) (warmupSeconds * 1000));
         phase.set(MEASURING);
         long started = System.nanoTime();
@@ -134,12 +108,10 @@ public final class TxnBench {
         phase.set(DONE);
         long committed = measured.get();
         long elapsed = System.nanoTime() - started;
-        for (Thread thread : threads) {
-            thread.join(60_000);
-        }
         List<Long> all = new ArrayList<>();
-        for (List<Long> samples : latencies) {
-            all.addAll(samples);
+        for (TxnLoop loop : loops) {
+            loop.stopped.get(60, SECONDS);
+            all.addAll(loop.samples);
         }
         all.sort(null);
         Map<String, Object> out = new LinkedHashMap<>();
@@ -152,6 +124,53 @@ public final class TxnBench {
         out.put("failed", failed.get());
         out.put("first_error", firstError.get());
         return out;
+    }
+
+    /** One client's loop: open a transaction, send one message in it, commit; again until the phase is DONE. */
+    private static final class TxnLoop {
+        private final PulsarClient client;
+        private final Producer<byte[]> producer;
+        private final AtomicInteger phase;
+        private final AtomicLong measured;
+        private final AtomicLong failed;
+        private final AtomicReference<String> firstError;
+        /** Latencies of the measured transactions, in nanoseconds (one step runs at a time: no locking). */
+        final List<Long> samples = new ArrayList<>();
+        final CompletableFuture<Void> stopped = new CompletableFuture<>();
+
+        TxnLoop(PulsarClient client, Producer<byte[]> producer, AtomicInteger phase, AtomicLong measured,
+                AtomicLong failed, AtomicReference<String> firstError) {
+            this.client = client;
+            this.producer = producer;
+            this.phase = phase;
+            this.measured = measured;
+            this.failed = failed;
+            this.firstError = firstError;
+        }
+
+        void next() {
+            int state = phase.get();
+            if (state == DONE) {
+                stopped.complete(null);
+                return;
+            }
+            long began = System.nanoTime();
+            client.newTransaction().withTransactionTimeout(TXN_TIMEOUT_SECONDS, SECONDS).build()
+                    .thenCompose(txn -> {
+                        producer.newMessage(txn).value(PAYLOAD).sendAsync();
+                        return txn.commit();
+                    })
+                    .whenComplete((ignored, error) -> {
+                        if (error != null) {
+                            failed.incrementAndGet();
+                            firstError.compareAndSet(null, Scenarios.describe(error).toString());
+                        } else if (state == MEASURING && phase.get() == MEASURING) {
+                            measured.incrementAndGet();
+                            samples.add(System.nanoTime() - began);
+                        }
+                        next();
+                    });
+        }
     }
 
     /** Time per {@code messages} messages sent plainly and in one transaction, alternating, on one client. */
