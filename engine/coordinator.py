@@ -11,8 +11,10 @@ Replies wait for durability only where a crash could otherwise break a promise. 
 everything staged before it, in order, so a record is durable before any later reply that waited for
 a commit. NEW_TXN replies at once when its id comes from a block of ids already reserved durably (an
 id is never handed out twice); ADD_PARTITION/ADD_SUBSCRIPTION reply at once, because what depends on
-them (a send's receipt, the end of the transaction) waits for a later commit. A crash can then only
-lose a transaction that nothing durable refers to; the client learns it through TransactionNotFound.
+them (a send's receipt, the end of the transaction) waits for a later commit. Those records do not
+even ask for a commit of their own: they ride with the next one a reply waits for, so a transaction of
+one message costs two commits (its send and its end), not four. A crash can then only lose a
+transaction that nothing durable refers to; the client learns it through TransactionNotFound.
 """
 
 from __future__ import annotations
@@ -240,8 +242,8 @@ class Coordinators:
             self.broker.request_flush()
 
     def _record(self, meta: TxnMeta, record: dict[str, Any]) -> None:
+        # Staged only: the commit that carries it is the next one somebody waits for (see the module docstring).
         self.store.stage_txn_record(meta.txn.most, meta.txn.least, json.dumps(record))
-        self.broker.request_flush()
 
     # -- timeouts -----------------------------------------------------------------------------
 
