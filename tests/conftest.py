@@ -154,3 +154,35 @@ def client(server: Server) -> Iterator[pulsar.Client]:
 def topic() -> str:
     """A fresh topic name."""
     return f"persistent://public/default/t-{uuid.uuid4().hex[:12]}"
+
+
+class Witness:
+    """An official-client producer and consumer, connected before the bad input, that must keep working."""
+
+    def __init__(self, url: str) -> None:
+        self.client = make_client(url)
+        self.topic = f"persistent://public/default/w-{uuid.uuid4().hex[:12]}"
+        self.producer = self.client.create_producer(self.topic, batching_enabled=False)
+        self.consumer = self.client.subscribe(self.topic, "witness")
+        self.count = 0
+
+    def check(self) -> None:
+        """Produce and consume one more message on the old connection."""
+        payload = f"w{self.count}".encode()
+        self.count += 1
+        msg_id = self.producer.send(payload)
+        msg = self.consumer.receive(5000)
+        assert msg.data() == payload
+        assert msg.message_id() == msg_id
+        self.consumer.acknowledge(msg)
+
+
+@pytest.fixture
+def witness(server: ServerProcess) -> Iterator[Witness]:
+    """Official-client traffic that must work before and after a test's bad input; the server must survive."""
+    w = Witness(server.url)
+    w.check()
+    yield w
+    w.check()
+    w.client.close()
+    assert server.process is not None and server.process.poll() is None, "the server died"

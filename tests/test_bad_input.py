@@ -10,13 +10,12 @@ from __future__ import annotations
 import socket
 import struct
 import time
-import uuid
 from collections.abc import Iterator
 
 import pulsar
 import pytest
 
-from tests.conftest import make_client
+from tests.conftest import Witness, make_client
 from tests.server_process import ServerProcess
 from wire.commands import frame, make
 from wire.framing import (
@@ -98,37 +97,6 @@ def assert_logged_close(proc: ServerProcess, conn: RawConnection, reason: str) -
         time.sleep(0.05)
     assert lines, f"no log line for {conn.local}"
     assert any(reason in line for line in lines), lines
-
-
-class Witness:
-    """An official-client producer and consumer, connected before the bad input, that must keep working."""
-
-    def __init__(self, url: str) -> None:
-        self.client = make_client(url)
-        self.topic = f"persistent://public/default/w-{uuid.uuid4().hex[:12]}"
-        self.producer = self.client.create_producer(self.topic, batching_enabled=False)
-        self.consumer = self.client.subscribe(self.topic, "witness")
-        self.count = 0
-
-    def check(self) -> None:
-        """Produce and consume one more message on the old connection."""
-        payload = f"w{self.count}".encode()
-        self.count += 1
-        msg_id = self.producer.send(payload)
-        msg = self.consumer.receive(5000)
-        assert msg.data() == payload
-        assert msg.message_id() == msg_id
-        self.consumer.acknowledge(msg)
-
-
-@pytest.fixture
-def witness(server: ServerProcess) -> Iterator[Witness]:
-    w = Witness(server.url)
-    w.check()
-    yield w
-    w.check()
-    w.client.close()
-    assert server.process is not None and server.process.poll() is None, "the server died"
 
 
 @pytest.fixture

@@ -16,8 +16,9 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from tests.conftest import Witness
 from tests.server_process import ServerProcess
-from tests.test_bad_input import RawConnection, Witness
+from tests.test_bad_input import RawConnection
 from wire.framing import encode_payload_command, make_body
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata, ServerError, TxnAction
 
@@ -27,17 +28,6 @@ END_DELAY_MS = 1500
 UNKNOWN_TC = 999
 #: Timeout of the transaction in the send test, which then outlives it.
 TXN_TTL_MS = 1500
-
-
-@pytest.fixture
-def witness(server: ServerProcess) -> Iterator[Witness]:
-    """Official-client traffic that must work before and after the bad input."""
-    w = Witness(server.url)
-    w.check()
-    yield w
-    w.check()
-    w.client.close()
-    assert server.process is not None and server.process.poll() is None, "the server died"
 
 
 @pytest.fixture
