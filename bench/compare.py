@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,11 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests.conformance.pulsar_standalone import PulsarStandalone, peak_rss  # noqa: E402
+from tests.maven import dependencies  # noqa: E402
 from tests.server_process import ServerProcess  # noqa: E402
 
 PERF_DIR = ROOT / "tests" / "conformance" / "pulsar-perf"
-PERF_LIB = PERF_DIR / "target" / "lib"
-PERF_STAMP = PERF_DIR / "target" / ".resolved"
 PERF_MAIN = "org.apache.pulsar.testclient.PulsarPerfTestTool"
 LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="warn">
@@ -62,16 +60,7 @@ class Row:
 
 def build_perf() -> Path:
     """Resolve pulsar-perf's classpath with Maven unless done."""
-    if PERF_STAMP.exists() and PERF_STAMP.stat().st_mtime > (PERF_DIR / "pom.xml").stat().st_mtime:
-        return PERF_LIB
-    if shutil.which("mvn") is None or shutil.which("java") is None:
-        raise RuntimeError("Java 17+ and Maven are needed for pulsar-perf")
-    result = subprocess.run(["mvn", "-q", "-B", "package"], cwd=PERF_DIR, capture_output=True, text=True,
-                            timeout=1800, check=False)
-    if result.returncode != 0:
-        raise RuntimeError(f"`mvn -q -B package` in {PERF_DIR} failed:\n{result.stdout}\n{result.stderr}")
-    PERF_STAMP.touch()
-    return PERF_LIB
+    return dependencies(PERF_DIR)
 
 
 class Perf:

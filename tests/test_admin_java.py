@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from tests.maven import jar_classpath
 from tests.server_process import ServerProcess
 from tests.test_admin_http import http_json, start_admin_server, wait_for_admin
-from tests.txn_harness import JVM_OPTIONS, build_maven
+from tests.txn_harness import JVM_OPTIONS
 
 ADMIN_JAVA = Path(__file__).resolve().parent / "admin-java"
 TARGET = ADMIN_JAVA / "target"
@@ -33,7 +34,7 @@ Observations = dict[str, Any]
 
 def build_admin_harness() -> str:
     """Build tests/admin-java unless it is up to date; the classpath to run it with."""
-    return build_maven(ADMIN_JAVA, "admin-harness")
+    return jar_classpath(ADMIN_JAVA, "admin-harness")
 
 
 def run_admin(admin_url: str, service_url: str, scenario: str, *args: str) -> Observations:

@@ -7,16 +7,16 @@ prints one JSON line of observations. Java 17+ and Maven are required: missing t
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.maven import jar_classpath
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 TARGET = JAVA_DIR / "target"
@@ -30,50 +30,9 @@ JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xlog:disable", "
 Scenario = Callable[..., dict[str, Any]]
 
 
-def _require(tool: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        raise RuntimeError(f"`{tool}` is not on PATH: the Java tests need Java 17+ and Maven to build {JAVA_DIR}")
-    return path
-
-
-@functools.cache
-def build_maven(project: Path, jar_prefix: str) -> str:
-    """Build a Maven project of the tests unless it is up to date; the classpath to run it with.
-
-    The classpath is the packaged jar plus its copied dependencies (class-data sharing needs jars). A stamp
-    written after a successful build skips Maven while it is newer than every source file.
-    """
-    _require("java")
-    target = project / "target"
-    stamp = target / ".harness-built"
-
-    def classpath() -> str | None:
-        jars = sorted(target.glob(f"{jar_prefix}-*.jar"))
-        if not jars or not (target / "lib").is_dir():
-            return None
-        return os.pathsep.join([str(jars[-1]), str(target / "lib" / "*")])
-
-    sources = [project / "pom.xml", *(p for p in (project / "src").rglob("*") if p.is_file())]
-    found = classpath()
-    if found and stamp.exists() and stamp.stat().st_mtime > max(p.stat().st_mtime for p in sources):
-        return found
-    result = subprocess.run(
-        [_require("mvn"), "-q", "-B", "package"], cwd=project, capture_output=True, text=True, timeout=900, check=False
-    )
-    found = classpath()
-    if result.returncode != 0 or found is None:
-        raise RuntimeError(
-            f"`mvn -q -B package` in {project} failed with exit code {result.returncode}:\n"
-            f"{result.stdout}\n{result.stderr}"
-        )
-    stamp.touch()
-    return found
-
-
 def build_harness() -> str:
     """Build the transaction harness (tests/java) unless it is up to date; the classpath to run it with."""
-    return build_maven(JAVA_DIR, "txn-harness")
+    return jar_classpath(JAVA_DIR, "txn-harness")
 
 
 def run_scenario(service_url: str, name: str, *args: str, timeout: float = 60) -> dict[str, Any]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -32,9 +31,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tests.maven import dependencies
+
 POM_DIR = Path(__file__).resolve().parent / "pulsar-broker"
-LIB = POM_DIR / "target" / "lib"
-STAMP = POM_DIR / "target" / ".resolved"
 MAIN_CLASS = "org.apache.pulsar.PulsarStandaloneStarter"
 
 #: Heap and direct memory of the JVM. bin/pulsar's default is 2 GB heap + 4 GB direct memory; a standalone under
@@ -142,18 +141,7 @@ def standalone_conf(broker_port: int, web_port: int, journal_sync: bool = False)
 
 def build(timeout: float = 1800) -> Path:
     """Resolve the broker's classpath with Maven unless done; returns the ``target/lib`` directory."""
-    if STAMP.exists() and STAMP.stat().st_mtime > (POM_DIR / "pom.xml").stat().st_mtime and LIB.is_dir():
-        return LIB
-    for tool in ("java", "mvn"):
-        if shutil.which(tool) is None:
-            raise RuntimeError(f"`{tool}` is not on PATH: a real Pulsar needs Java 17+ and Maven")
-    result = subprocess.run(
-        ["mvn", "-q", "-B", "package"], cwd=POM_DIR, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    if result.returncode != 0 or not LIB.is_dir():
-        raise RuntimeError(f"`mvn -q -B package` in {POM_DIR} failed:\n{result.stdout}\n{result.stderr}")
-    STAMP.touch()
-    return LIB
+    return dependencies(POM_DIR, timeout)
 
 
 def _http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:

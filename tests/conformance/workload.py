@@ -13,9 +13,7 @@ Run: ``python -m tests.conformance.workload [--target endpoint|pulsar] [--servic
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,11 +32,10 @@ if str(ROOT) not in sys.path:
 from tests.conformance.checker import CheckResult, check, load, table  # noqa: E402
 from tests.conformance.framework import admin_call, wait_for_admin  # noqa: E402
 from tests.conformance.pulsar_standalone import PulsarStandalone  # noqa: E402
+from tests.maven import jar_classpath  # noqa: E402
 from tests.server_process import ServerProcess  # noqa: E402
 
 JAVA_DIR = Path(__file__).resolve().parent / "workload"
-TARGET = JAVA_DIR / "target"
-STAMP = TARGET / ".built"
 MAIN_CLASS = "dev.pulsartxnproxy.conformance.Workload"
 JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx512m")
 
@@ -60,19 +57,7 @@ class Settings:
 
 def build() -> str:
     """Build the workload jar unless up to date; returns its classpath."""
-    sources = [JAVA_DIR / "pom.xml", *(p for p in (JAVA_DIR / "src").rglob("*") if p.is_file())]
-    jars = sorted(TARGET.glob("conformance-workload-*.jar"))
-    if not (jars and STAMP.exists() and STAMP.stat().st_mtime > max(p.stat().st_mtime for p in sources)):
-        for tool in ("java", "mvn"):
-            if shutil.which(tool) is None:
-                raise RuntimeError(f"`{tool}` is not on PATH: the workload needs Java 17+ and Maven")
-        result = subprocess.run(["mvn", "-q", "-B", "package"], cwd=JAVA_DIR, capture_output=True, text=True,
-                                timeout=900, check=False)
-        jars = sorted(TARGET.glob("conformance-workload-*.jar"))
-        if result.returncode != 0 or not jars:
-            raise RuntimeError(f"`mvn -q -B package` in {JAVA_DIR} failed:\n{result.stdout}\n{result.stderr}")
-        STAMP.touch()
-    return os.pathsep.join([str(jars[-1]), str(TARGET / "lib" / "*")])
+    return jar_classpath(JAVA_DIR, "conformance-workload")
 
 
 def run_workload(
