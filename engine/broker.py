@@ -12,6 +12,7 @@ from engine.coordinator import COORDINATOR_ASSIGN_TOPIC, Coordinators
 from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.namespaces import Namespaces
+from engine.non_persistent import NonPersistentTopic
 from engine.schemas import SchemaRegistry
 from engine.stats import BrokerStats
 from engine.store import Store
@@ -86,6 +87,8 @@ class Broker:
         )
         self.stats = BrokerStats(store, clock)
         self.topics: dict[str, Topic] = {}
+        #: Non-persistent topic partitions, in memory only (a restart forgets them).
+        self.non_persistent: dict[str, NonPersistentTopic] = {}
         self._records = store.topics()
         self._partitioned = store.partitioned_topics()
         #: Terminated topic partitions and their last entry.
@@ -120,10 +123,10 @@ class Broker:
         partitions = self._partitioned.get(name.full)
         if partitions is not None:
             return partitions
-        if name.full in self._records:
+        if name.full in self._records or name.full in self.non_persistent:
             return 0
         allowed, partitions = self.auto_creation(name)
-        if not allowed or partitions <= 0 or name.domain != "persistent":
+        if not allowed or partitions <= 0:
             return 0
         self.create_partitioned_topic(name.full, partitions)
         return partitions
@@ -164,24 +167,40 @@ class Broker:
         if loaded is not None:
             return loaded
         self._check_namespace(name)
-        if name.domain != "persistent":
-            raise BrokerError(ServerError.NotAllowedError, "Non-persistent topics are not supported")
+        if not name.persistent:
+            # Only client_topic() serves them: callers of this one want a log.
+            raise BrokerError(ServerError.NotAllowedError, f"{name.full} is a non-persistent topic")
         record = self._records.get(name.full)
         if record is None:
-            if name.full in self._partitioned:
-                raise BrokerError(
-                    ServerError.NotAllowedError, f"{name.full} is a partitioned topic; use its partitions"
-                )
-            parent = self._partitioned.get(name.partitioned_parent.full)
-            if parent is not None and name.partition_index >= parent:
-                raise BrokerError(ServerError.TopicNotFound, f"Topic {name.full} does not exist")
-            # Partitions of a partitioned topic exist once it does (Pulsar creates them with it).
-            if parent is None and not (create and self.auto_creation(name)[0]):
-                raise BrokerError(ServerError.TopicNotFound, f"Topic {name.full} does not exist")
+            self._check_new(name, create)
             record = self.store.create_topic(name.full)
             self._records[name.full] = record
         loaded = Topic(self, name, record)
         self.topics[name.full] = loaded
+        return loaded
+
+    def _check_new(self, name: TopicName, create: bool) -> None:
+        """Raise unless a topic partition that does not exist yet may come into being now."""
+        if name.full in self._partitioned:
+            raise BrokerError(ServerError.NotAllowedError, f"{name.full} is a partitioned topic; use its partitions")
+        parent = self._partitioned.get(name.partitioned_parent.full)
+        if parent is not None and name.partition_index >= parent:
+            raise BrokerError(ServerError.TopicNotFound, f"Topic {name.full} does not exist")
+        # Partitions of a partitioned topic exist once it does (Pulsar creates them with it).
+        if parent is None and not (create and self.auto_creation(name)[0]):
+            raise BrokerError(ServerError.TopicNotFound, f"Topic {name.full} does not exist")
+
+    def client_topic(self, topic: str, create: bool = True) -> Topic | NonPersistentTopic:
+        """The topic partition a producer or consumer attaches to, of either domain."""
+        name = TopicName.parse(topic)
+        if name.persistent:
+            return self.topic(name.full, create)
+        loaded = self.non_persistent.get(name.full)
+        if loaded is None:
+            self._check_namespace(name)
+            self._check_new(name, create)
+            loaded = NonPersistentTopic(self, name)
+            self.non_persistent[name.full] = loaded
         return loaded
 
     def existing_topic(self, topic: str) -> Topic | None:
@@ -199,6 +218,11 @@ class Broker:
             if parent.startswith(prefix):
                 names.update(f"{parent}-partition-{i}" for i in range(partitions))
         return sorted(names)
+
+    def non_persistent_topics(self, namespace: str) -> list[str]:
+        """Non-persistent topic partitions of a namespace that are loaded (they exist while in memory), sorted."""
+        prefix = f"non-persistent://{namespace}/"
+        return sorted(n for n in self.non_persistent if n.startswith(prefix))
 
     def partitioned_topics(self, namespace: str) -> list[str]:
         """Partitioned topics of a namespace (of both domains), sorted."""

@@ -47,6 +47,11 @@ class TopicName:
         return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local}"
 
     @property
+    def persistent(self) -> bool:
+        """Whether the topic stores its messages (``persistent://``) or only hands them on (``non-persistent://``)."""
+        return self.domain == "persistent"
+
+    @property
     def namespace_name(self) -> str:
         return f"{self.tenant}/{self.namespace}"
 

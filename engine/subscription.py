@@ -4,6 +4,9 @@ Exclusive and Failover subscriptions have one active consumer that reads the log
 unacknowledged message is delivered again by rewinding the read position to the cursor. Shared and
 Key_Shared subscriptions spread entries over consumers and keep a replay set of entries to deliver
 again (negatively acknowledged, or held by a consumer that left).
+
+:class:`ConsumerGroup` holds what does not depend on a log (the consumers, the active one, the round robin and the
+Key_Shared hash ring); non-persistent subscriptions (``engine.non_persistent``) share it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from engine.pending_ack import PendingAck
 from wire.pulsar_api_pb2 import ServerError
 
 if TYPE_CHECKING:
+    from engine.names import TopicName
+    from engine.non_persistent import NonPersistentSubscription
     from engine.topic import Topic
 
 #: Entries one dispatch pass may deliver before it yields to other work.
@@ -85,7 +90,7 @@ class Consumer:
     permits: int = 0
     #: Entries delivered to this consumer and not yet acknowledged.
     pending: set[int] = field(default_factory=set)
-    subscription: Subscription | None = None
+    subscription: Subscription | NonPersistentSubscription | None = None
     #: Messages and bytes delivered to this consumer.
     messages_out: int = 0
     bytes_out: int = 0
@@ -102,39 +107,22 @@ def sticky_hash(key: bytes) -> int:
     return mmh3.hash(key, 0, signed=False) & 0x7FFFFFFF
 
 
-class Subscription:
-    """One subscription on one topic partition."""
+class ConsumerGroup:
+    """The consumers of one subscription and the choice between them: the active one (Exclusive, Failover), the
+    round robin (Shared) and the hash ring or fixed ranges (Key_Shared)."""
 
-    def __init__(self, topic: Topic, name: str, sub_type: SubType, cursor: Cursor, durable: bool) -> None:
-        self.topic = topic
+    def __init__(self, topic_name: TopicName, name: str, sub_type: SubType) -> None:
+        self.topic_name = topic_name
         self.name = name
         self.sub_type = sub_type
-        self.cursor = cursor
-        self.durable = durable
         self.consumers: list[Consumer] = []
-        self.read_position = cursor.mark_delete + 1
-        self.redelivery_counts: dict[int, int] = {}
-        self._replay: set[int] = set()
         self._active: Consumer | None = None
         self._round_robin = 0
         self._ring: list[tuple[int, Consumer]] = []
-        self._continuation = False
         self.sticky_mode = False
-        self.pending_ack = PendingAck(self)
         #: Messages and bytes delivered on this subscription.
         self.messages_out = 0
         self.bytes_out = 0
-        #: Key_Shared: consumers that joined after others, with the read position at their arrival.
-        self._recently_joined: dict[Consumer, int] = {}
-        #: Shared and Key_Shared: entries held back by delayed delivery, with the epoch milliseconds they are due at.
-        self._delayed: dict[int, int] = {}
-        self._delay_timer: Cancellable | None = None
-        #: Whether consumers were told that the terminated topic has nothing more (see _tell_end_of_topic).
-        self._end_told = False
-        #: Messages per entry of the entries read last (sizes reads to the consumers' permits).
-        self._messages_per_entry = 1
-
-    # -- consumers --------------------------------------------------------------------------
 
     @property
     def single_active(self) -> bool:
@@ -159,7 +147,7 @@ class Subscription:
             raise BrokerError(ServerError.ConsumerBusy, "Exclusive consumer is already connected")
         if sub_type == SubType.KEY_SHARED:
             self._check_key_shared(consumer, sticky)
-        consumer.subscription = self
+        consumer.subscription = self  # type: ignore[assignment]
         self.consumers.append(consumer)
         if self.single_active:
             previous = self._active
@@ -167,10 +155,6 @@ class Subscription:
             if self.sub_type == SubType.FAILOVER and self._active is previous and consumer is not previous:
                 consumer.sink.active_consumer_change(consumer, False)
         elif sub_type == SubType.KEY_SHARED:
-            if len(self.consumers) > 1:
-                # Keys moving to the new consumer may still be unacknowledged at the others: until
-                # everything before this point is acknowledged it only gets entries before it.
-                self._recently_joined[consumer] = self.read_position
             self._rebuild_ring()
 
     def _check_key_shared(self, consumer: Consumer, sticky: bool) -> None:
@@ -197,29 +181,16 @@ class Subscription:
                             f"Range conflict with consumer {other.name}: {o_start}-{o_end}",
                         )
 
-    def remove_consumer(self, consumer: Consumer) -> None:
-        """Detach a consumer; what it held unacknowledged goes to the others."""
-        if consumer not in self.consumers:
-            return
+    def _detach(self, consumer: Consumer) -> None:
+        """Take an attached consumer out of the choice: another becomes active, or the ring is rebuilt."""
         self.consumers.remove(consumer)
         consumer.subscription = None
         if self.single_active:
             if consumer is self._active:
                 self._active = None
-                self.read_position = self.cursor.mark_delete + 1
                 self._pick_active()
-        else:
-            self._replay.update(e for e in consumer.pending if not self.cursor.is_acked(e))
-            if self.sub_type == SubType.KEY_SHARED:
-                self._rebuild_ring()
-        consumer.pending.clear()
-        self._recently_joined.pop(consumer, None)
-        if not self.consumers:
-            self.redelivery_counts.clear()
-        if not self.consumers and not self.durable:
-            self.topic.remove_subscription(self)
-        else:
-            self.dispatch()
+        elif self.sub_type == SubType.KEY_SHARED:
+            self._rebuild_ring()
 
     def close_consumers(self) -> None:
         """Disconnect every consumer (the client reconnects them)."""
@@ -230,16 +201,20 @@ class Subscription:
             consumer.sink.close_consumer(consumer)
         self._active = None
 
+    def _failover_index(self) -> int:
+        """The index Failover picks its active consumer by; negative: by consistent hashing of the topic name."""
+        return self.topic_name.partition_index
+
     def _pick_active(self) -> None:
         if not self.consumers:
             return
         top = min(c.priority for c in self.consumers)
         ordered = sorted((c for c in self.consumers if c.priority == top), key=lambda c: c.name)
-        partition = self.topic.name.partition_index
+        index = self._failover_index()
         if self.sub_type != SubType.FAILOVER:
             chosen = ordered[0]
-        elif partition >= 0:
-            chosen = ordered[partition % len(ordered)]
+        elif index >= 0:
+            chosen = ordered[index % len(ordered)]
         else:
             # Non-partitioned Failover: consistent hashing of the topic name over the consumers.
             ring = sorted(
@@ -247,18 +222,20 @@ class Subscription:
                 for i, c in enumerate(ordered)
                 for j in range(RING_POINTS)
             )
-            point = bisect.bisect_left(ring, (sticky_hash(self.topic.name.full.encode()), -1))
+            point = bisect.bisect_left(ring, (sticky_hash(self.topic_name.full.encode()), -1))
             chosen = ordered[ring[point % len(ring)][1]]
         if chosen is self._active:
             return
         previous = self._active
         self._active = chosen
         if previous is not None:
-            previous.pending.clear()
-            self.read_position = self.cursor.mark_delete + 1
+            self._active_changed(previous)
         if self.sub_type == SubType.FAILOVER:
             for consumer in self.consumers:
                 consumer.sink.active_consumer_change(consumer, consumer is chosen)
+
+    def _active_changed(self, previous: Consumer) -> None:
+        """Another consumer replaced ``previous`` as the active one."""
 
     def _rebuild_ring(self) -> None:
         ring = []
@@ -267,6 +244,95 @@ class Subscription:
                 ring.append((sticky_hash(f"{consumer.name}{consumer.consumer_id}:{i}".encode()), consumer))
         ring.sort(key=lambda point: point[0])
         self._ring = ring
+
+    def _owner_of(self, key_hash: int) -> Consumer | None:
+        """The Key_Shared consumer of a sticky key hash, if any."""
+        if self.sticky_mode:
+            slot = key_hash % HASH_RANGE_SIZE
+            for consumer in self.consumers:
+                if any(start <= slot <= end for start, end in consumer.hash_ranges):
+                    return consumer
+            return None
+        if not self._ring:
+            return None
+        index = bisect.bisect_left(self._ring, key_hash, key=lambda point: point[0])
+        return self._ring[index % len(self._ring)][1]
+
+    def _next_round_robin(self, ready: Callable[[Consumer], bool]) -> Consumer | None:
+        """The next consumer that is ``ready``, among those of the best priority level."""
+        candidates = [c for c in self.consumers if ready(c)]
+        if not candidates:
+            return None
+        top = min(c.priority for c in candidates)
+        candidates = [c for c in candidates if c.priority == top]
+        self._round_robin = (self._round_robin + 1) % len(candidates)
+        return candidates[self._round_robin]
+
+    def _send(self, consumer: Consumer, deliveries: list[Delivery]) -> None:
+        messages = sum(d.entry.num_messages for d in deliveries)
+        size = sum(len(d.entry.body) for d in deliveries)
+        consumer.messages_out += messages
+        consumer.bytes_out += size
+        self.messages_out += messages
+        self.bytes_out += size
+        consumer.sink.deliver(consumer, deliveries)
+
+
+class Subscription(ConsumerGroup):
+    """One subscription on one topic partition."""
+
+    def __init__(self, topic: Topic, name: str, sub_type: SubType, cursor: Cursor, durable: bool) -> None:
+        super().__init__(topic.name, name, sub_type)
+        self.topic = topic
+        self.cursor = cursor
+        self.durable = durable
+        self.read_position = cursor.mark_delete + 1
+        self.redelivery_counts: dict[int, int] = {}
+        self._replay: set[int] = set()
+        self._continuation = False
+        self.pending_ack = PendingAck(self)
+        #: Key_Shared: consumers that joined after others, with the read position at their arrival.
+        self._recently_joined: dict[Consumer, int] = {}
+        #: Shared and Key_Shared: entries held back by delayed delivery, with the epoch milliseconds they are due at.
+        self._delayed: dict[int, int] = {}
+        self._delay_timer: Cancellable | None = None
+        #: Whether consumers were told that the terminated topic has nothing more (see _tell_end_of_topic).
+        self._end_told = False
+        #: Messages per entry of the entries read last (sizes reads to the consumers' permits).
+        self._messages_per_entry = 1
+
+    # -- consumers --------------------------------------------------------------------------
+
+    def add_consumer(self, consumer: Consumer, sub_type: SubType, sticky: bool = False) -> None:
+        """Attach a consumer, or raise the error Pulsar gives for the conflict."""
+        super().add_consumer(consumer, sub_type, sticky)
+        if sub_type == SubType.KEY_SHARED and len(self.consumers) > 1:
+            # Keys moving to the new consumer may still be unacknowledged at the others: until
+            # everything before this point is acknowledged it only gets entries before it.
+            self._recently_joined[consumer] = self.read_position
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach a consumer; what it held unacknowledged goes to the others."""
+        if consumer not in self.consumers:
+            return
+        if self.single_active:
+            if consumer is self._active:
+                self.read_position = self.cursor.mark_delete + 1
+        else:
+            self._replay.update(e for e in consumer.pending if not self.cursor.is_acked(e))
+        self._detach(consumer)
+        consumer.pending.clear()
+        self._recently_joined.pop(consumer, None)
+        if not self.consumers:
+            self.redelivery_counts.clear()
+        if not self.consumers and not self.durable:
+            self.topic.remove_subscription(self)
+        else:
+            self.dispatch()
+
+    def _active_changed(self, previous: Consumer) -> None:
+        previous.pending.clear()
+        self.read_position = self.cursor.mark_delete + 1
 
     # -- flow, acknowledgements, redelivery -------------------------------------------------
 
@@ -377,15 +443,6 @@ class Subscription:
                 consumer.told_end_of_topic = True
                 consumer.sink.reached_end_of_topic(consumer)
                 self._end_told = True
-
-    def _send(self, consumer: Consumer, deliveries: list[Delivery]) -> None:
-        messages = sum(d.entry.num_messages for d in deliveries)
-        size = sum(len(d.entry.body) for d in deliveries)
-        consumer.messages_out += messages
-        consumer.bytes_out += size
-        self.messages_out += messages
-        self.bytes_out += size
-        consumer.sink.deliver(consumer, deliveries)
 
     def _continue(self) -> None:
         self._continuation = False
@@ -535,27 +592,6 @@ class Subscription:
                     return None
             return consumer
         return self._next_round_robin(lambda c: c.permits > 0)
-
-    def _owner_of(self, key_hash: int) -> Consumer | None:
-        if self.sticky_mode:
-            slot = key_hash % HASH_RANGE_SIZE
-            for consumer in self.consumers:
-                if any(start <= slot <= end for start, end in consumer.hash_ranges):
-                    return consumer
-            return None
-        if not self._ring:
-            return None
-        index = bisect.bisect_left(self._ring, key_hash, key=lambda point: point[0])
-        return self._ring[index % len(self._ring)][1]
-
-    def _next_round_robin(self, ready: Callable[[Consumer], bool]) -> Consumer | None:
-        candidates = [c for c in self.consumers if ready(c)]
-        if not candidates:
-            return None
-        top = min(c.priority for c in candidates)
-        candidates = [c for c in candidates if c.priority == top]
-        self._round_robin = (self._round_robin + 1) % len(candidates)
-        return candidates[self._round_robin]
 
     # -- figures ----------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from wire.pulsar_api_pb2 import MessageMetadata, ServerError
 
 if TYPE_CHECKING:
     from engine.broker import Broker
+    from engine.non_persistent import NonPersistentTopic
 
 #: Entries kept in memory per topic partition for dispatch without reading the store.
 CACHE_ENTRIES = 20_000
@@ -55,7 +56,7 @@ class Producer:
     access_mode: AccessMode
     epoch: int
     sink: ProducerSink
-    topic: Topic | None = None
+    topic: Topic | NonPersistentTopic | None = None
     #: The schema version the producer declared, if any.
     schema_version: int | None = None
     #: Messages and bytes this producer published.
@@ -67,14 +68,73 @@ class Producer:
 PublishCallback = Callable[[int | BrokerError], None]
 
 
-class Topic:
+class ProducerHost:
+    """What topics of both domains share: a name and the producers attached to it, with their access modes."""
+
+    def __init__(self, broker: Broker, name: TopicName) -> None:
+        self.broker = broker
+        self.clock = broker.clock
+        self.name = name
+        self.producers: list[Producer] = []
+        self.waiting_producers: deque[Producer] = deque()
+        self.messages_in = 0
+        self.bytes_in = 0
+
+    def _check_producer(self) -> None:
+        """Raise if this topic takes no producer at all."""
+
+    def add_producer(self, producer: Producer) -> bool:
+        """Attach a producer. Returns False if it must wait for exclusive access (WaitForExclusive)."""
+        self._check_producer()
+        for existing in self.producers:
+            if existing.name == producer.name:
+                if producer.epoch > existing.epoch:
+                    self.remove_producer(existing)
+                    existing.sink.close_producer(existing)
+                    break
+                raise BrokerError(
+                    ServerError.ProducerBusy,
+                    f"Producer with name '{producer.name}' is already connected to topic '{self.name}'",
+                )
+        mode = producer.access_mode
+        if mode == AccessMode.EXCLUSIVE_WITH_FENCING:
+            for existing in list(self.producers):
+                self.remove_producer(existing)
+                existing.sink.close_producer(existing)
+        elif self.producers:
+            exclusive = [p for p in self.producers if p.access_mode != AccessMode.SHARED]
+            if mode == AccessMode.WAIT_FOR_EXCLUSIVE:
+                producer.topic = self  # type: ignore[assignment]
+                self.waiting_producers.append(producer)
+                return False
+            if exclusive:
+                code = ServerError.ProducerBusy if mode == AccessMode.SHARED else ServerError.ProducerFenced
+                raise BrokerError(code, f"Topic has an existing exclusive producer: {exclusive[0].name}")
+            if mode == AccessMode.EXCLUSIVE:
+                raise BrokerError(ServerError.ProducerFenced, "Topic has existing shared producers")
+        producer.topic = self  # type: ignore[assignment]
+        self.producers.append(producer)
+        return True
+
+    def remove_producer(self, producer: Producer) -> None:
+        """Detach a producer; a producer waiting for exclusive access may then take over."""
+        if producer in self.waiting_producers:
+            self.waiting_producers.remove(producer)
+        if producer not in self.producers:
+            return
+        self.producers.remove(producer)
+        if not self.producers and self.waiting_producers:
+            waiting = self.waiting_producers.popleft()
+            self.producers.append(waiting)
+            waiting.sink.producer_ready(waiting)
+
+
+class Topic(ProducerHost):
     """One topic partition (or non-partitioned topic)."""
 
     def __init__(self, broker: Broker, name: TopicName, record: TopicRecord) -> None:
-        self.broker = broker
+        super().__init__(broker, name)
         self.store = broker.store
-        self.clock = broker.clock
-        self.name = name
         self.topic_id = record.topic_id
         self.ledger_id = record.ledger_id
         self.last_confirmed = self.store.last_entry_id(self.topic_id)
@@ -83,14 +143,10 @@ class Topic:
         self.terminated: int | None = broker.terminated.get(name.full)
         self._cache: list[Entry] = []
         self._cache_bytes = 0
-        self.producers: list[Producer] = []
-        self.waiting_producers: deque[Producer] = deque()
         self.subscriptions: dict[str, Subscription] = {}
         self._sequences = self.store.producer_sequences(self.topic_id)
         self._persisted_sequences = dict(self._sequences)
         self._dirty_cursors: set[Subscription] = set()
-        self.messages_in = 0
-        self.bytes_in = 0
         for sub_name, state in self.store.cursors(self.topic_id).items():
             loaded = Cursor.loads(state)
             self.subscriptions[sub_name] = Subscription(
@@ -173,51 +229,9 @@ class Topic:
 
     # -- producers -----------------------------------------------------------------------------
 
-    def add_producer(self, producer: Producer) -> bool:
-        """Attach a producer. Returns False if it must wait for exclusive access (WaitForExclusive)."""
+    def _check_producer(self) -> None:
         if self.terminated is not None:
             raise BrokerError(ServerError.TopicTerminatedError, f"Topic {self.name} was already terminated")
-        for existing in self.producers:
-            if existing.name == producer.name:
-                if producer.epoch > existing.epoch:
-                    self.remove_producer(existing)
-                    existing.sink.close_producer(existing)
-                    break
-                raise BrokerError(
-                    ServerError.ProducerBusy,
-                    f"Producer with name '{producer.name}' is already connected to topic '{self.name}'",
-                )
-        mode = producer.access_mode
-        if mode == AccessMode.EXCLUSIVE_WITH_FENCING:
-            for existing in list(self.producers):
-                self.remove_producer(existing)
-                existing.sink.close_producer(existing)
-        elif self.producers:
-            exclusive = [p for p in self.producers if p.access_mode != AccessMode.SHARED]
-            if mode == AccessMode.WAIT_FOR_EXCLUSIVE:
-                producer.topic = self
-                self.waiting_producers.append(producer)
-                return False
-            if exclusive:
-                code = ServerError.ProducerBusy if mode == AccessMode.SHARED else ServerError.ProducerFenced
-                raise BrokerError(code, f"Topic has an existing exclusive producer: {exclusive[0].name}")
-            if mode == AccessMode.EXCLUSIVE:
-                raise BrokerError(ServerError.ProducerFenced, "Topic has existing shared producers")
-        producer.topic = self
-        self.producers.append(producer)
-        return True
-
-    def remove_producer(self, producer: Producer) -> None:
-        """Detach a producer; a producer waiting for exclusive access may then take over."""
-        if producer in self.waiting_producers:
-            self.waiting_producers.remove(producer)
-        if producer not in self.producers:
-            return
-        self.producers.remove(producer)
-        if not self.producers and self.waiting_producers:
-            waiting = self.waiting_producers.popleft()
-            self.producers.append(waiting)
-            waiting.sink.producer_ready(waiting)
 
     def last_sequence_id(self, producer_name: str) -> int:
         """The highest stored sequence id of a producer name (-1 if none or deduplication is off)."""

@@ -315,7 +315,7 @@ class PulsarConnection(protocol.Protocol):
             self._producer_success(existing, request.request_id, ready=True)
             return
         try:
-            topic = self.broker.topic(request.topic)
+            topic = self.broker.client_topic(request.topic)
             schema_version = None
             if request.HasField("schema"):
                 schema_version = self.service.register_schema(topic.name, request.schema)
@@ -583,6 +583,11 @@ class PulsarConnection(protocol.Protocol):
             return
         subscription = consumer.subscription
         topic = subscription.topic  # type: ignore[union-attr]
+        if not topic.name.persistent:
+            # As Pulsar 4.2: a non-persistent topic has no last position, and the failure is answered this way.
+            failure = BrokerError(ServerError.UnknownError, "Failed to recover Transaction Buffer.")
+            self.error(request.request_id, failure)
+            return
         last = topic.last_entry()
         partition = topic.name.partition_index
         if last is None:

@@ -11,6 +11,7 @@ from twisted.internet import protocol
 from engine.broker import Broker
 from engine.errors import BrokerError
 from engine.names import TopicName
+from engine.non_persistent import MESSAGE_ID, NonPersistentSubscription, NonPersistentTopic
 from engine.store import StoredSchema
 from engine.subscription import Consumer, SubType
 from engine.transactions import TxnId
@@ -84,17 +85,25 @@ class BrokerService:
         message: MessageBody,
         highest: int,
     ) -> None:
-        """Append a message; the receipt goes out once it is durable."""
+        """Append a message; the receipt goes out once it is durable (at once on a non-persistent topic)."""
         topic = producer.topic
         assert topic is not None
         txn = None
         if send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits"):
+            if isinstance(topic, NonPersistentTopic):
+                # As Pulsar: its non-persistent topic throws on a transactional publish, which closes the connection.
+                connection.close("PublishTxnMessage is not supported by non-persistent topic")
+                return
             txn = TxnId(send.txnid_most_bits, send.txnid_least_bits)
             try:
                 check_transactional_send(connection, topic.name.full, txn)
             except BrokerError as exc:
                 connection.receipt(producer, send, exc)
                 return
+        if isinstance(topic, NonPersistentTopic):
+            connection.receipt(producer, send, MESSAGE_ID)
+            topic.publish(producer, message.body, message.metadata)
+            return
         topic.publish(
             producer,
             send.sequence_id,
@@ -109,7 +118,7 @@ class BrokerService:
 
     def subscribe(self, connection: PulsarConnection, request: CommandSubscribe) -> Consumer:
         """Attach a consumer as a SUBSCRIBE asks."""
-        topic = self.broker.topic(request.topic, create=request.force_topic_creation)
+        topic = self.broker.client_topic(request.topic, create=request.force_topic_creation)
         if request.HasField("schema"):
             self.register_schema(topic.name, request.schema)
         sub_type = SubType(request.subType)
@@ -124,6 +133,16 @@ class BrokerService:
             epoch=request.consumer_epoch if request.HasField("consumer_epoch") else None,
             hash_ranges=ranges,
         )
+        if isinstance(topic, NonPersistentTopic):
+            topic.subscribe(
+                request.subscription,
+                sub_type,
+                consumer,
+                durable=request.durable,
+                sticky=sticky,
+                read_compacted=request.read_compacted,
+            )
+            return consumer
         start_entry = None
         if not request.durable and request.HasField("start_message_id"):
             start_entry = self._reader_start(topic, MessageId.from_proto(request.start_message_id))
@@ -166,10 +185,14 @@ class BrokerService:
         """Reset the consumer's subscription and disconnect its consumers (they re-subscribe)."""
         subscription = consumer.subscription
         assert subscription is not None
+        if not (request.HasField("message_publish_time") or request.HasField("message_id")):
+            raise BrokerError(ServerError.MetadataError, "Message id and message publish time were not present")
+        if isinstance(subscription, NonPersistentSubscription):
+            return  # as Pulsar: nothing is stored to move to, so the seek succeeds and changes nothing
         topic = subscription.topic
         if request.HasField("message_publish_time"):
             entry = topic.entry_at_time(request.message_publish_time)
-        elif request.HasField("message_id"):
+        else:
             target = MessageId.from_proto(request.message_id)
             if target.is_earliest or target.ledger < topic.ledger_id:
                 entry = topic.first_entry_id()
@@ -177,8 +200,6 @@ class BrokerService:
                 entry = topic.read_limit + 1
             else:
                 entry = target.entry
-        else:
-            raise BrokerError(ServerError.MetadataError, "Message id and message publish time were not present")
         subscription.reset(entry)
         subscription.close_consumers()
 

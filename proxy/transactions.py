@@ -194,6 +194,13 @@ def transactional_ack(connection: PulsarConnection, consumer: Consumer | None, r
     txn = txn_of(request)
     subscription = consumer.subscription
     topic = subscription.topic
+    if not topic.name.persistent:
+        # Pulsar's consumer refuses before looking at the transaction (TransactionConflictException).
+        failure = BrokerError(
+            ServerError.TransactionConflict, "Transaction acknowledge only support the `PersistentSubscription`."
+        )
+        connection.ack_response(request, failure)
+        return
     try:
         connection.broker.coordinators.require_open(txn)
         acks = []

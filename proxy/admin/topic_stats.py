@@ -1,5 +1,6 @@
 """Topic figures in the JSON shapes of Pulsar's ``TopicStatsImpl``, ``SubscriptionStatsImpl``, ``ConsumerStatsImpl``,
-``PublisherStatsImpl``, ``PartitionedTopicStatsImpl`` and ``PersistentTopicInternalStats``.
+``PublisherStatsImpl``, ``PartitionedTopicStatsImpl`` and ``PersistentTopicInternalStats``, and for non-persistent
+topics ``NonPersistentTopicStatsImpl`` (the same fields, nothing stored, plus ``msgDropRate``).
 
 Each topic partition has a single ledger (its ``ledger_id``) that is never rolled over, so internal stats show
 one ledger, open, holding every stored entry.
@@ -9,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.non_persistent import NonPersistentSubscription, NonPersistentTopic
 from engine.stats import BrokerStats
-from engine.subscription import Consumer, Subscription, SubType
-from engine.topic import AccessMode, Producer, Topic
+from engine.subscription import Consumer, ConsumerGroup, Subscription, SubType
+from engine.topic import AccessMode, Producer, ProducerHost, Topic
 from proxy.admin.messages import pulsar_time
 
 _SUB_TYPES = {
@@ -55,12 +57,12 @@ def acked_ranges(subscription: Subscription) -> list[tuple[int, int]]:
     return [(a, b) for a, b in ranges]
 
 
-def unacked(sub: Subscription, consumer: Consumer) -> int:
+def unacked(sub: ConsumerGroup, consumer: Consumer) -> int:
     """Entries delivered to a consumer and not acknowledged: Pulsar tracks them on Shared and Key_Shared only."""
     return 0 if sub.single_active else len(consumer.pending)
 
 
-def consumer_stats(stats: BrokerStats, consumer: Consumer, sub: Subscription) -> dict[str, Any]:
+def consumer_stats(stats: BrokerStats, consumer: Consumer, sub: ConsumerGroup) -> dict[str, Any]:
     """One ``ConsumerStatsImpl``."""
     rate, throughput = stats.rates.of(consumer, (consumer.messages_out, consumer.bytes_out))
     out: dict[str, Any] = {
@@ -92,13 +94,11 @@ def consumer_stats(stats: BrokerStats, consumer: Consumer, sub: Subscription) ->
     return out
 
 
-def subscription_stats(
-    stats: BrokerStats, topic: Topic, sub: Subscription, avg_entry: float, consumers: bool = True
+def _subscription_fields(
+    stats: BrokerStats, sub: ConsumerGroup, rates: tuple[float, ...], backlog: int, backlog_size: int, consumers: bool
 ) -> dict[str, Any]:
-    """One ``SubscriptionStatsImpl``."""
-    rate, throughput = stats.rates.of(sub, (sub.messages_out, sub.bytes_out))
-    backlog = sub.backlog()
-    active = sub.active_consumer
+    """The ``SubscriptionStatsImpl`` fields of a subscription of either domain (``rates``: out, throughput)."""
+    rate, throughput = rates[:2]
     out: dict[str, Any] = {
         "msgRateOut": rate,
         "msgThroughputOut": throughput,
@@ -108,7 +108,7 @@ def subscription_stats(
         "messageAckRate": 0.0,
         "chunkedMessageRate": 0.0,
         "msgBacklog": backlog,
-        "backlogSize": int(backlog * avg_entry),
+        "backlogSize": backlog_size,
         "earliestMsgPublishTimeInBacklog": 0,
         "msgBacklogNoDelayed": backlog,
         "blockedSubscriptionOnUnackedMsgs": False,
@@ -124,14 +124,14 @@ def subscription_stats(
         "lastAckedTimestamp": 0,
         "lastMarkDeleteAdvancedTimestamp": 0,
         "consumers": [consumer_stats(stats, c, sub) for c in sub.consumers] if consumers else [],
-        "isDurable": sub.durable,
+        "isDurable": False,
         "isReplicated": False,
         "allowOutOfOrderDelivery": False,
         "consumersAfterMarkDeletePosition": {},
         "drainingHashesCount": 0,
         "drainingHashesClearedTotal": 0,
         "drainingHashesUnackedMessages": 0,
-        "nonContiguousDeletedMessagesRanges": len(acked_ranges(sub)) if sub.cursor.acked else 0,
+        "nonContiguousDeletedMessagesRanges": 0,
         "nonContiguousDeletedMessagesRangesSerializedSize": 0,
         "delayedMessageIndexSizeInBytes": 0,
         "subscriptionProperties": {},
@@ -140,10 +140,36 @@ def subscription_stats(
         "filterRejectedMsgCount": 0,
         "filterRescheduledMsgCount": 0,
     }
-    if active is not None and sub.single_active:
-        out["activeConsumerName"] = active.name
     if sub.sub_type == SubType.KEY_SHARED:
         out["keySharedMode"] = "STICKY" if sub.sticky_mode else "AUTO_SPLIT"
+    return out
+
+
+def subscription_stats(
+    stats: BrokerStats, topic: Topic, sub: Subscription, avg_entry: float, consumers: bool = True
+) -> dict[str, Any]:
+    """One ``SubscriptionStatsImpl``."""
+    backlog = sub.backlog()
+    rates = stats.rates.of(sub, (sub.messages_out, sub.bytes_out))
+    out = _subscription_fields(stats, sub, rates, backlog, int(backlog * avg_entry), consumers)
+    out["isDurable"] = sub.durable
+    out["nonContiguousDeletedMessagesRanges"] = len(acked_ranges(sub)) if sub.cursor.acked else 0
+    active = sub.active_consumer
+    if active is not None and sub.single_active:
+        out["activeConsumerName"] = active.name
+    return out
+
+
+def non_persistent_subscription_stats(
+    stats: BrokerStats, sub: NonPersistentSubscription, consumers: bool = True
+) -> dict[str, Any]:
+    """One ``NonPersistentSubscriptionStatsImpl``: no backlog, and the rate of messages dropped for lack of permits.
+
+    As Pulsar's, it names no active consumer and leaves ``isDurable`` false.
+    """
+    rates = stats.rates.of(sub, (sub.messages_out, sub.bytes_out, sub.messages_dropped))
+    out = _subscription_fields(stats, sub, rates, 0, 0, consumers)
+    out["msgDropRate"] = rates[2]
     return out
 
 
@@ -164,20 +190,15 @@ def publisher_stats(stats: BrokerStats, producer: Producer) -> dict[str, Any]:
     }
 
 
-def topic_stats(
-    stats: BrokerStats, topic: Topic, owner: str, *, publishers: bool = True, consumers: bool = True
+def _topic_fields(
+    stats: BrokerStats,
+    topic: ProducerHost,
+    subs: dict[str, dict[str, Any]],
+    publishers: list[dict[str, Any]],
+    owner: str,
 ) -> dict[str, Any]:
-    """One ``TopicStatsImpl`` of a topic partition (or non-partitioned topic)."""
-    entries, stored = stats.storage.of(topic)
-    avg_entry = stored / entries if entries else 0.0
-    subs = {
-        name: subscription_stats(stats, topic, sub, avg_entry, consumers) for name, sub in topic.subscriptions.items()
-    }
-    msg_out = sum(s.messages_out for s in topic.subscriptions.values())
-    bytes_out = sum(s.bytes_out for s in topic.subscriptions.values())
+    """The ``TopicStatsImpl`` fields of a topic of either domain, with nothing stored and no transactions."""
     rate_in, throughput_in = stats.rates.of(topic, (topic.messages_in, topic.bytes_in))
-    backlogs = [s["msgBacklog"] for name, s in subs.items() if topic.subscriptions[name].durable]
-    txn = topic.txn_buffer
     return {
         "msgRateIn": rate_in,
         "msgThroughputIn": throughput_in,
@@ -186,13 +207,13 @@ def topic_stats(
         "bytesInCounter": topic.bytes_in,
         "msgInCounter": topic.messages_in,
         "systemTopicBytesInCounter": 0,
-        "bytesOutCounter": bytes_out,
-        "msgOutCounter": msg_out,
+        "bytesOutCounter": sum(s["bytesOutCounter"] for s in subs.values()),
+        "msgOutCounter": sum(s["msgOutCounter"] for s in subs.values()),
         "bytesOutInternalCounter": 0,
         "averageMsgSize": throughput_in / rate_in if rate_in else 0.0,
         "msgChunkPublished": False,
-        "storageSize": stored,
-        "backlogSize": int(max(backlogs, default=0) * avg_entry),
+        "storageSize": 0,
+        "backlogSize": 0,
         "backlogQuotaLimitSize": -1,
         "backlogQuotaLimitTime": -1,
         "oldestBacklogMessageAgeSeconds": -1,
@@ -202,20 +223,61 @@ def topic_stats(
         "lastOffloadLedgerId": 0,
         "lastOffloadSuccessTimeStamp": 0,
         "lastOffloadFailureTimeStamp": 0,
-        "ongoingTxnCount": len(txn.ongoing),
-        "abortedTxnCount": len(txn.aborted),
-        "committedTxnCount": txn.committed,
-        "publishers": [publisher_stats(stats, p) for p in topic.producers] if publishers else [],
+        "ongoingTxnCount": 0,
+        "abortedTxnCount": 0,
+        "committedTxnCount": 0,
+        "publishers": publishers,
         "waitingPublishers": len(topic.waiting_producers),
         "subscriptions": subs,
         "replication": {},
-        "deduplicationStatus": "Enabled" if topic.broker.deduplication(topic.name) else "Disabled",
         "nonContiguousDeletedMessagesRanges": sum(s["nonContiguousDeletedMessagesRanges"] for s in subs.values()),
         "nonContiguousDeletedMessagesRangesSerializedSize": 0,
         "delayedMessageIndexSizeInBytes": 0,
         "compaction": dict(_COMPACTION),
         "ownerBroker": owner,
     }
+
+
+def topic_stats(
+    stats: BrokerStats, topic: Topic, owner: str, *, publishers: bool = True, consumers: bool = True
+) -> dict[str, Any]:
+    """One ``TopicStatsImpl`` of a topic partition (or non-partitioned topic)."""
+    entries, stored = stats.storage.of(topic)
+    avg_entry = stored / entries if entries else 0.0
+    subs = {
+        name: subscription_stats(stats, topic, sub, avg_entry, consumers) for name, sub in topic.subscriptions.items()
+    }
+    producers = [publisher_stats(stats, p) for p in topic.producers] if publishers else []
+    backlogs = [s["msgBacklog"] for name, s in subs.items() if topic.subscriptions[name].durable]
+    txn = topic.txn_buffer
+    out = _topic_fields(stats, topic, subs, producers, owner)
+    out.update(
+        storageSize=stored,
+        backlogSize=int(max(backlogs, default=0) * avg_entry),
+        ongoingTxnCount=len(txn.ongoing),
+        abortedTxnCount=len(txn.aborted),
+        committedTxnCount=txn.committed,
+        deduplicationStatus="Enabled" if topic.broker.deduplication(topic.name) else "Disabled",
+    )
+    return out
+
+
+def non_persistent_topic_stats(
+    stats: BrokerStats, topic: NonPersistentTopic, owner: str, *, publishers: bool = True, consumers: bool = True
+) -> dict[str, Any]:
+    """One ``NonPersistentTopicStatsImpl``.
+
+    As Pulsar's: the out counters keep what removed subscriptions delivered, publishers carry a ``msgDropRate`` (of
+    messages refused for too many in flight on a connection, which this endpoint never does) and the topic's own
+    ``msgDropRate`` is left at 0 (drops show per subscription).
+    """
+    subs = {name: non_persistent_subscription_stats(stats, sub, consumers) for name, sub in topic.subscriptions.items()}
+    producers = [{**publisher_stats(stats, p), "msgDropRate": 0.0} for p in topic.producers] if publishers else []
+    out = _topic_fields(stats, topic, subs, producers, owner)
+    out["bytesOutCounter"] += topic.removed_bytes_out
+    out["msgOutCounter"] += topic.removed_messages_out
+    out["msgDropRate"] = 0.0
+    return out
 
 
 #: Fields of ``TopicStatsImpl`` that partitioned stats sum over partitions.

@@ -3,7 +3,8 @@
 Creation and deletion of partitioned and non-partitioned topics, partition counts, stats, internal stats, the
 last message id, subscriptions (create at a position, delete, reset by time or message id, skip, clear backlog,
 expire), peeking and examining messages, termination and compaction status, as Pulsar's ``PersistentTopicsBase``
-answers them. Non-persistent topics are not served by this endpoint: their lists are empty.
+answers them. Of non-persistent topics (in memory only), the loaded ones are listed and their stats given; the other
+operations treat them as not found.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from engine.entry import Entry
 from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.namespaces import expire_messages
+from engine.non_persistent import NonPersistentTopic
 from engine.subscription import Subscription
 from engine.topic import Topic
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminError, Call, Router
 from proxy.admin.messages import entry_reply
-from proxy.admin.topic_stats import internal_stats, partitioned_stats, topic_stats
+from proxy.admin.topic_stats import internal_stats, non_persistent_topic_stats, partitioned_stats, topic_stats
 
 V2 = "/admin/v2"
 NS = V2 + "/{domain}/{tenant}/{namespace}"
@@ -81,6 +83,15 @@ def existing_topic(ctx: AdminContext, name: TopicName) -> Topic:
     if name.domain != "persistent" or not (broker.exists(name.full) or is_partition):
         raise AdminError(404, f"Topic {name.full} not found")
     return broker.topic(name.full, create=False)
+
+
+def loaded_non_persistent(ctx: AdminContext, name: TopicName) -> NonPersistentTopic:
+    """A non-persistent topic partition that is loaded (404 otherwise: it exists only in memory)."""
+    _require_namespace(ctx, name)
+    topic = ctx.broker.non_persistent.get(name.full)
+    if topic is None:
+        raise AdminError(404, f"Topic {name.full} not found")
+    return topic
 
 
 def partitions_of(ctx: AdminContext, name: TopicName) -> int:
@@ -203,7 +214,9 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("GET", NS)
     def list_topics(call: Call) -> Any:
         namespace = _namespace_of(ctx, call)
-        return namespace_topics(ctx, namespace) if call["domain"] == "persistent" else []
+        if call["domain"] == "persistent":
+            return namespace_topics(ctx, namespace)
+        return broker.non_persistent_topics(namespace)
 
     @router.route("GET", NS + "/partitioned")
     def list_partitioned(call: Call) -> Any:
@@ -220,7 +233,7 @@ def register(router: Router, ctx: AdminContext) -> None:
         if partitions_of(ctx, name) or broker.exists(name.full):
             raise AdminError(409, "This topic already exists")
         if name.domain != "persistent":
-            raise AdminError(405, "Non-persistent topics are not supported by this endpoint")
+            raise AdminError(405, "Non-persistent topics are not created through the admin API of this endpoint")
         broker.create_topic(name.full)
         return ctx.committed()
 
@@ -326,7 +339,16 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("GET", T + "/stats")
     def stats(call: Call) -> Any:
-        topic = existing_topic(ctx, parse_topic(call))
+        name = parse_topic(call)
+        if not name.persistent:
+            return non_persistent_topic_stats(
+                broker.stats,
+                loaded_non_persistent(ctx, name),
+                owner(call),
+                publishers=not call.flag("excludePublishers"),
+                consumers=not call.flag("excludeConsumers"),
+            )
+        topic = existing_topic(ctx, name)
         return topic_stats(
             broker.stats,
             topic,

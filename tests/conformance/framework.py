@@ -48,11 +48,6 @@ KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
         ),
         "txn6_commit_error": "follows from txn6_ack_first: a transaction with a failed ack cannot commit",
     },
-    # A gap, not a choice: this endpoint has no non-persistent topics (it answers NotAllowedError).
-    "core.non_persistent_topic": {
-        key: "not implemented: non-persistent:// topics are refused with NotAllowedError"
-        for key in ("subscribe", "received", "late_subscriber")
-    },
 }
 
 
