@@ -43,8 +43,9 @@ KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
             "acks one of them again. Pulsar 4.2.4 accepts it, reproducibly, and both transactions commit: its "
             "pending-ack conflict check (PendingAckHandleImpl, PositionAckSetUtil.isAckSetOverlap) misses a batch "
             "whose remaining messages one transaction acknowledged, so two transactions acknowledge one message "
-            "(pitfall 7 of shared/docs/transaction-pitfalls.md). This endpoint answers TransactionConflictException, "
-            "as for any other message already in pending ack."
+            "(pitfall 7 of shared/docs/transaction-pitfalls.md; related reports: apache/pulsar#15832, #16032). This "
+            "endpoint answers TransactionConflictException, as for any other message already in pending ack: a "
+            "message acknowledged by two committed transactions is consumed twice, which a transaction must prevent."
         ),
         "txn6_commit_error": "follows from txn6_ack_first: a transaction with a failed ack cannot commit",
     },
