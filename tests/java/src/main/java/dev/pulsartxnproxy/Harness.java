@@ -1,5 +1,7 @@
 package dev.pulsartxnproxy;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -15,6 +17,8 @@ import org.apache.pulsar.client.api.PulsarClient;
  * usage error.
  */
 public final class Harness {
+
+    private static final ObjectMapper JSON = new ObjectMapper();
 
     private Harness() {
     }
@@ -66,8 +70,14 @@ public final class Harness {
     }
 
     private static void finish(int code, Map<String, Object> result) {
-        System.out.println(Json.write(result));
+        int status = code;
+        try {
+            System.out.println(JSON.writeValueAsString(result));
+        } catch (JsonProcessingException e) {
+            e.printStackTrace();
+            status = 1;
+        }
         System.out.flush();
-        System.exit(code);
+        System.exit(status);
     }
 }

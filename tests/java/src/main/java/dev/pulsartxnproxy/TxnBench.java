@@ -3,6 +3,7 @@ package dev.pulsartxnproxy;
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static java.util.concurrent.TimeUnit.SECONDS;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
@@ -31,6 +32,7 @@ import org.apache.pulsar.client.api.PulsarClientException;
  */
 public final class TxnBench {
 
+    private static final ObjectMapper JSON = new ObjectMapper();
     private static final byte[] PAYLOAD = "x".repeat(100).getBytes(UTF_8);
     private static final long TXN_TIMEOUT_SECONDS = 60;
     private static final int WARMING_UP = 0;
@@ -53,7 +55,7 @@ public final class TxnBench {
                     args.get(3).equals("batched"));
             default -> throw new IllegalArgumentException("unknown mode " + argv[0]);
         };
-        System.out.println(Json.write(result));
+        System.out.println(JSON.writeValueAsString(result));
         System.out.flush();
         System.exit(0);
     }

@@ -3,6 +3,9 @@ package dev.pulsartxnproxy.admin;
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static java.util.concurrent.TimeUnit.SECONDS;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -43,6 +46,7 @@ public final class AdminHarness {
         Object run() throws Exception;
     }
 
+    private static final ObjectMapper JSON = new ObjectMapper();
     static final List<String> SCENARIOS = List.of("tenants", "topics", "transactions", "status");
     private static final long WAIT_SECONDS = 15;
 
@@ -88,9 +92,15 @@ public final class AdminHarness {
     }
 
     private static void finish(int code, Map<String, Object> result) {
-        System.out.println(Json.write(result));
+        int status = code;
+        try {
+            System.out.println(JSON.writeValueAsString(result));
+        } catch (JsonProcessingException e) {
+            e.printStackTrace();
+            status = 1;
+        }
         System.out.flush();
-        System.exit(code);
+        System.exit(status);
     }
 
     static Map<String, Object> describe(Throwable t) {
@@ -121,9 +131,9 @@ public final class AdminHarness {
         obs.put(key, outcome);
     }
 
-    /** An admin data object as the client's own mapper writes it. */
-    private static Json.Raw raw(Object value) throws Exception {
-        return new Json.Raw(ObjectMapperFactory.getMapper().writer().writeValueAsString(value));
+    /** An admin data object as the client's own mapper writes it, as a tree. */
+    private static JsonNode raw(Object value) throws Exception {
+        return JSON.readTree(ObjectMapperFactory.getMapper().writer().writeValueAsString(value));
     }
 
     private static Map<String, Object> message(Message<byte[]> msg) {

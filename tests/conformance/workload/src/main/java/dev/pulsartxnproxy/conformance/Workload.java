@@ -4,6 +4,7 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static java.util.concurrent.TimeUnit.MILLISECONDS;
 import static java.util.concurrent.TimeUnit.SECONDS;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -46,6 +47,7 @@ import org.apache.pulsar.client.api.transaction.TxnID;
 public final class Workload {
 
     private static final long WAIT_SECONDS = 20;
+    private static final ObjectMapper JSON = new ObjectMapper();
 
     private final Map<String, String> cfg;
     private final PulsarClient client;
@@ -454,7 +456,7 @@ public final class Workload {
             Map<String, Object> line = new LinkedHashMap<>();
             line.put("t", now());
             line.putAll(ev);
-            history.write(json(line));
+            history.write(JSON.writeValueAsString(line));
             history.newLine();
         } catch (IOException e) {
             throw new IllegalStateException(e);
@@ -490,57 +492,5 @@ public final class Workload {
             e = e.getCause();
         }
         return e.getClass().getSimpleName();
-    }
-
-    private static String json(Object value) {
-        StringBuilder out = new StringBuilder();
-        append(out, value);
-        return out.toString();
-    }
-
-    private static void append(StringBuilder out, Object value) {
-        if (value == null) {
-            out.append("null");
-        } else if (value instanceof Number || value instanceof Boolean) {
-            out.append(value);
-        } else if (value instanceof Map<?, ?> map) {
-            out.append('{');
-            boolean first = true;
-            for (Map.Entry<?, ?> entry : map.entrySet()) {
-                if (!first) {
-                    out.append(',');
-                }
-                first = false;
-                append(out, String.valueOf(entry.getKey()));
-                out.append(':');
-                append(out, entry.getValue());
-            }
-            out.append('}');
-        } else if (value instanceof Iterable<?> items) {
-            out.append('[');
-            boolean first = true;
-            for (Object item : items) {
-                if (!first) {
-                    out.append(',');
-                }
-                first = false;
-                append(out, item);
-            }
-            out.append(']');
-        } else {
-            String s = value.toString();
-            out.append('"');
-            for (int i = 0; i < s.length(); i++) {
-                char c = s.charAt(i);
-                if (c == '"' || c == '\\') {
-                    out.append('\\').append(c);
-                } else if (c < 0x20) {
-                    out.append(String.format("\\u%04x", (int) c));
-                } else {
-                    out.append(c);
-                }
-            }
-            out.append('"');
-        }
     }
 }
