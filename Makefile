@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare demo conformance clean
+.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container demo conformance clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,10 @@ conformance: $(VENV)/.installed-test
 ## bench-compare: this endpoint and a Pulsar standalone side by side with pulsar-perf; rewrites bench/RESULTS.md
 bench-compare: $(VENV)/.installed-test
 	$(BIN)/python bench/compare.py --seconds 10 --pulsar-fsync --results bench/RESULTS.md $(ARGS)
+
+## bench-container: container start to the first CONNECT answered (Docker, else podman set up as root)
+bench-container: $(VENV)/.installed-test
+	compose/with-engine.sh sh -c '$(BIN)/python compose/build_image.py && $(BIN)/python bench/container.py $(ARGS)'
 
 ## bench: the core messaging benchmark
 bench: $(VENV)/.installed-test

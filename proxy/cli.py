@@ -8,6 +8,7 @@ import sys
 import time
 
 from proxy.config import FIELDS, Settings, SettingsError, load
+from proxy.listen import ListenError, bind
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -89,9 +90,14 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    try:
+        pulsar_socket = bind(settings.host, settings.port)
+    except ListenError as exc:
+        print(f"pulsar-txn-proxy: {exc}", file=sys.stderr)
+        return 1
     from proxy.run import serve
 
-    return serve(settings, started)
+    return serve(settings, started, pulsar_socket)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +75,8 @@ def _convert(name: str, value: Any) -> Any:
 
 
 def _from_file(path: str) -> dict[str, Any]:
+    import tomllib  # only with --config: keeps it off the start-up path
+
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)

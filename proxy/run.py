@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from typing import Any
 
@@ -14,13 +15,13 @@ from engine.txn_buffer import SnapshotPolicy
 from proxy.commits import ThreadedCommits
 from proxy.config import Settings, data_path
 from proxy.server import BrokerService, PulsarFactory
-from proxy.transport import listen_eager
+from proxy.transport import adopt_eager
 
 log = logging.getLogger("pulsar_txn_proxy")
 
 
-def serve(settings: Settings, started: float) -> int:
-    """Run until stopped; returns the process exit code."""
+def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> int:
+    """Run until stopped, serving the Pulsar protocol on ``pulsar_socket`` (bound and listening); the exit code."""
     from twisted.internet import reactor
 
     store = Store(data_path(settings) / "store.sqlite")
@@ -33,7 +34,7 @@ def serve(settings: Settings, started: float) -> int:
     )
     broker = Broker(store, SystemClock(reactor.callLater), config, ThreadedCommits(reactor))
     service = BrokerService(broker, reactor, settings.advertised_address, settings.port)
-    listener = listen_eager(reactor, settings.port, PulsarFactory(service), interface=settings.host)
+    listener = adopt_eager(reactor, pulsar_socket, PulsarFactory(service))
     service.port = listener.getHost().port
     # The admin API's web stack takes a while to import: bring it up once the Pulsar port is served.
     admin: list[Any] = []

@@ -8,6 +8,7 @@ answers small requests one at a time, so that round is most of the cost of an an
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from twisted.internet import tcp
@@ -35,8 +36,12 @@ class EagerPort(tcp.Port):
     transport = EagerServer
 
 
-def listen_eager(reactor: Any, port: int, factory: Any, interface: str = "") -> EagerPort:
-    """Like ``reactor.listenTCP``, with :class:`EagerServer` connections."""
-    listener = EagerPort(port, factory, interface=interface, reactor=reactor)
+def adopt_eager(reactor: Any, sock: socket.socket, factory: Any) -> EagerPort:
+    """Serve an already listening socket (see :mod:`proxy.listen`) with :class:`EagerServer` connections.
+
+    Like ``reactor.adoptStreamPort``; the port works on its own duplicate of the socket, so ``sock`` is closed.
+    """
+    listener = EagerPort._fromListeningDescriptor(reactor, sock.fileno(), sock.family, factory)
     listener.startListening()
+    sock.close()
     return listener

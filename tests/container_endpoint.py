@@ -14,16 +14,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-import socket
 import time
 import uuid
 from types import ModuleType
 from typing import Any
 
-from tests.server_process import ROOT, free_port
-from wire.commands import frame
-from wire.framing import FrameDecoder, ProtocolError
-from wire.pulsar_api_pb2 import BaseCommand
+from tests.server_process import ROOT, first_answer, free_port
 
 # No registry is reachable, so testcontainers' Ryuk reaper image cannot be pulled; the fixtures remove what they
 # start. Read by testcontainers when it is imported, so set before that.
@@ -83,23 +79,6 @@ def endpoint_image() -> str:
         return build.ensure_image("endpoint")
     except build.BuildError as exc:
         raise RuntimeError(f"building the endpoint image failed: {exc}") from None
-
-
-def pulsar_handshake(port: int, timeout: float = 1.0) -> bool:
-    """True when a CONNECT on 127.0.0.1:``port`` is answered with CONNECTED (not just a TCP accept)."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-            sock.settimeout(timeout)
-            sock.sendall(frame(BaseCommand.CONNECT, client_version="readiness-probe", protocol_version=20))
-            decoder = FrameDecoder()
-            while True:
-                data = sock.recv(65536)
-                if not data:
-                    return False
-                for item in decoder.feed(data):
-                    return item.command.type == BaseCommand.CONNECTED
-    except (OSError, ProtocolError):
-        return False
 
 
 def _option_value(args: list[str], option: str) -> int | None:
@@ -192,20 +171,17 @@ class ContainerServer:
             raise
         self.container = container
         self.process = _ContainerState(container)
-        deadline = began + timeout
-        while time.monotonic() < deadline:
-            if pulsar_handshake(self.port, timeout=0.5):
-                self.startup_seconds = time.monotonic() - began
-                return self
-            code = self.process.poll()
+        state = self.process
+        try:
+            _, answered = first_answer(self.port, began + timeout, lambda: state.poll() is None)
+        except RuntimeError:
+            code, log = state.poll(), self.log()
+            self._remove()
             if code is not None:
-                log = self.log()
-                self._remove()
-                raise RuntimeError(f"the endpoint container exited with {code}:\n{log}")
-            time.sleep(0.02)
-        log = self.log()
-        self._remove()
-        raise RuntimeError(f"the endpoint container did not answer a CONNECT within {timeout} s:\n{log}")
+                raise RuntimeError(f"the endpoint container exited with {code}:\n{log}") from None
+            raise RuntimeError(f"the endpoint container did not answer a CONNECT within {timeout} s:\n{log}") from None
+        self.startup_seconds = answered - began
+        return self
 
     def stop(self, timeout: float = 10.0) -> int:
         """SIGTERM, wait, remove the container (the volume stays); returns the exit code."""

@@ -8,9 +8,44 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def first_answer(port: int, deadline: float, alive: Callable[[], bool]) -> tuple[float, float]:
+    """Wait until a broker on 127.0.0.1:``port`` answers CONNECT; (accepted, answered) as ``time.monotonic()`` values.
+
+    ``accepted`` is when a TCP connection was first accepted (the kernel completed the handshake), ``answered`` when
+    a CONNECTED frame came back on it. ``alive()`` false or the deadline passing raises RuntimeError.
+    """
+    from wire.commands import frame
+    from wire.framing import FrameDecoder, ProtocolError
+    from wire.pulsar_api_pb2 import BaseCommand
+
+    accepted = 0.0
+    hello = frame(BaseCommand.CONNECT, client_version="startup-probe", protocol_version=20)
+    while time.monotonic() < deadline:
+        if not alive():
+            raise RuntimeError("the server exited while starting")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock:
+                accepted = accepted or time.monotonic()
+                sock.sendall(hello)
+                decoder = FrameDecoder()
+                while time.monotonic() < deadline:
+                    sock.settimeout(max(deadline - time.monotonic(), 0.01))
+                    data = sock.recv(65536)
+                    if not data:
+                        break
+                    for item in decoder.feed(data):
+                        if item.command.type == BaseCommand.CONNECTED:
+                            return accepted, time.monotonic()
+        except (OSError, ProtocolError):
+            # Refused, or closed before an answer (a container's port forwarder accepts before the server is up).
+            time.sleep(0.02)
+    raise RuntimeError(f"nothing answered CONNECT on port {port} in time")
 
 
 def free_port() -> int:
@@ -34,7 +69,9 @@ class ServerProcess:
             self.extra += ["--admin-port", str(self.admin_port)]
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-server.log"
+        #: Seconds from the process start to the first accepted connection, and to the first answered CONNECT.
         self.startup_seconds = 0.0
+        self.ready_seconds = 0.0
 
     @property
     def admin_url(self) -> str:
@@ -45,7 +82,7 @@ class ServerProcess:
         return f"pulsar://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 15.0) -> ServerProcess:
-        """Start and wait until the port accepts connections."""
+        """Start and wait until the server answers CONNECT (``startup_seconds``: until it accepted a connection)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = [
             sys.executable, "-m", "proxy", "serve", "--host", "127.0.0.1", "--port", str(self.port),
@@ -53,20 +90,18 @@ class ServerProcess:
         ]
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it open)
         began = time.monotonic()
-        self.process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        process = self.process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         log.close()
-        deadline = began + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.log()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    self.startup_seconds = time.monotonic() - began
-                    return self
-            except OSError:
-                time.sleep(0.02)
-        self.kill()
-        raise RuntimeError(f"server did not accept connections within {timeout} s:\n{self.log()}")
+        try:
+            accepted, answered = first_answer(self.port, began + timeout, lambda: process.poll() is None)
+        except RuntimeError as exc:
+            if process.poll() is not None:
+                raise RuntimeError(f"server exited with {process.returncode}:\n{self.log()}") from None
+            self.kill()
+            raise RuntimeError(f"server did not start within {timeout} s ({exc}):\n{self.log()}") from None
+        self.startup_seconds = accepted - began
+        self.ready_seconds = answered - began
+        return self
 
     def stop(self, timeout: float = 10.0) -> int:
         """SIGTERM and wait; returns the exit code."""
