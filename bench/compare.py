@@ -33,6 +33,10 @@ from tests.server_process import ServerProcess  # noqa: E402
 
 PERF_DIR = ROOT / "tests" / "conformance" / "pulsar-perf"
 PERF_MAIN = "org.apache.pulsar.testclient.PulsarPerfTestTool"
+#: Producer runs at an unlimited rate bound the client's queue. pulsar-perf's own default is unbounded (no
+#: outstanding limit, no memory limit): against a broker slower than the client's offered rate its JVM fills its heap,
+#: thrashes and dies with OutOfMemoryError, and the figure measures its garbage collector, not the broker.
+BOUNDED = ("-o", "10000")
 LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="warn">
   <Appenders><Console name="Console" target="SYSTEM_OUT"><PatternLayout pattern="%msg%n"/></Console></Appenders>
@@ -97,9 +101,11 @@ def measure(perf: Perf, seconds: int, rate: int) -> dict[str, float]:
     topic = f"persistent://public/default/bench-{run}"
     secs = str(seconds)
     out: dict[str, float] = {}
-    out["produce_batched"], _, _ = perf.run("produce", f"{topic}-batched", "-r", "1000000", "-time", secs, "-s", "100")
+    out["produce_batched"], _, _ = perf.run(
+        "produce", f"{topic}-batched", "-r", "1000000", "-time", secs, "-s", "100", *BOUNDED
+    )
     out["produce_unbatched"], _, _ = perf.run(
-        "produce", f"{topic}-plain", "-r", "1000000", "-time", secs, "-s", "100", "-db"
+        "produce", f"{topic}-plain", "-r", "1000000", "-time", secs, "-s", "100", "-db", *BOUNDED
     )
     # Consume what the batched run stored, from the start (the count makes pulsar-perf stop when it is read).
     stored = int(out["produce_batched"] * seconds * 0.9)
@@ -109,9 +115,9 @@ def measure(perf: Perf, seconds: int, rate: int) -> dict[str, float]:
         "produce", f"{topic}-latency", "-r", str(rate), "-time", secs, "-s", "100", "-db"
     )
     txn1, _, _ = perf.run("produce", f"{topic}-txn1", "-r", "1000000", "-time", secs, "-s", "100", "-txn",
-                          "-nmt", "1", "-db")
+                          "-nmt", "1", "-db", *BOUNDED)
     txn100, _, _ = perf.run("produce", f"{topic}-txn100", "-r", "1000000", "-time", secs, "-s", "100", "-txn",
-                            "-nmt", "100")
+                            "-nmt", "100", *BOUNDED)
     out["txn1"], out["txn100"] = txn1, txn100 / 100
     return out
 
@@ -257,7 +263,9 @@ How it was measured:
 
 - Client: Pulsar's own `pulsar-perf` (`org.apache.pulsar:pulsar-testclient` 4.0.8, the newest published; it runs
   on the 4.2.4 client libraries), the same for every target, {seconds} s per run, 100-byte messages; throughput rows
-  use an unlimited rate, the latency rows a fixed rate with batching off. Transactions: `pulsar-perf produce -txn
+  use an unlimited rate with at most 10,000 messages outstanding per producer (`-o 10000`: pulsar-perf's default
+  queue is unbounded and its JVM runs out of heap against a broker slower than it offers), the latency rows a
+  fixed rate with batching off. Transactions: `pulsar-perf produce -txn
   -nmt N` (one producer; a transaction commits every N messages), transactions/s = msg/s / N.
 - Consume: a fresh subscription reads the batched run's backlog from the start.
 - Start-up: process start to the first accepted TCP connection on the Pulsar port, and to the first CONNECT
