@@ -33,7 +33,7 @@ from wire.framing import (
     parse_body,
 )
 from wire.message_id import MessageId
-from wire.pulsar_api_pb2 import BaseCommand, CommandAck, KeySharedMode, ServerError
+from wire.pulsar_api_pb2 import BaseCommand, CommandAck, CommandGetTopicsOfNamespace, KeySharedMode, ServerError
 
 if TYPE_CHECKING:
     from proxy.server import BrokerService
@@ -605,7 +605,12 @@ class PulsarConnection(protocol.Protocol):
 
     def _on_get_topics_of_namespace(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.getTopicsOfNamespace
-        topics = self.broker.topics_of_namespace(request.namespace)
+        topics = []
+        if request.mode != CommandGetTopicsOfNamespace.NON_PERSISTENT:
+            topics += self.broker.topics_of_namespace(request.namespace)
+        if request.mode != CommandGetTopicsOfNamespace.PERSISTENT:
+            # As Pulsar: the non-persistent topics this broker has loaded.
+            topics += self.broker.non_persistent_topics(request.namespace)
         self.send(
             T.GET_TOPICS_OF_NAMESPACE_RESPONSE,
             request_id=request.request_id,

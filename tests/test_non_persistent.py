@@ -5,6 +5,7 @@ is stored, so a restart forgets the topics; transactions are refused the way Pul
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 import urllib.error
@@ -81,6 +82,26 @@ def test_connected_consumers_get_messages_late_ones_do_not(client: pulsar.Client
     assert drain(late) == []
     produce(client, np_topic, [b"after"])
     assert [payloads(drain(c)) for c in (first, second, late)] == [[b"after"]] * 3
+
+
+def test_pattern_subscription_modes(client: pulsar.Client) -> None:
+    """GET_TOPICS_OF_NAMESPACE by mode: the client's regex subscription mode picks persistent topics, the loaded
+    non-persistent ones, or both (the client matches names without their domain, as Pulsar's clients do)."""
+    tag = uuid.uuid4().hex[:10]
+    np_name, p_name = f"non-persistent://{NS}/pat-{tag}-np", f"persistent://{NS}/pat-{tag}-p"
+    np_producer = client.create_producer(np_name, batching_enabled=False)  # loads the non-persistent topic
+    p_producer = client.create_producer(p_name, batching_enabled=False)
+    modes = pulsar.RegexSubscriptionMode
+    consumers = {
+        mode: client.subscribe(re.compile(f"persistent://{NS}/pat-{tag}-.*"), f"sub-{i}", regex_subscription_mode=mode)
+        for i, mode in enumerate((modes.PersistentOnly, modes.NonPersistentOnly, modes.AllTopics))
+    }
+    np_producer.send(b"to-np")
+    p_producer.send(b"to-p")
+    got = {mode: sorted((m.topic_name(), m.data()) for m in drain(c)) for mode, c in consumers.items()}
+    assert got[modes.PersistentOnly] == [(p_name, b"to-p")]
+    assert got[modes.NonPersistentOnly] == [(np_name, b"to-np")]
+    assert got[modes.AllTopics] == sorted([(np_name, b"to-np"), (p_name, b"to-p")])
 
 
 def test_acks_nacks_and_seek_change_nothing(client: pulsar.Client, np_topic: str) -> None:
