@@ -186,3 +186,12 @@ def witness(server: ServerProcess) -> Iterator[Witness]:
     w.check()
     w.client.close()
     assert server.process is not None and server.process.poll() is None, "the server died"
+
+
+@pytest.fixture
+def partitioned(server_factory: Callable[..., Server]) -> Iterator[pulsar.Client]:
+    """A client on a private server whose auto-created topics have 3 partitions."""
+    server = server_factory("--default-partitions", "3")
+    c = make_client(server.url)
+    yield c
+    c.close()

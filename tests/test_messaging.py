@@ -6,15 +6,13 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import mmh3
 import pulsar
 import pytest
 
-from tests.conftest import make_client
 from tests.helpers import drain
-from tests.server_process import ServerProcess
 
 EARLIEST = pulsar.InitialPosition.Earliest
 LATEST = pulsar.InitialPosition.Latest
@@ -191,15 +189,6 @@ def test_compressed_batches(client: pulsar.Client, topic: str, compression: puls
 
 
 # -- partitioned topics ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def partitioned(server_factory: Callable[..., ServerProcess]) -> Iterator[pulsar.Client]:
-    """A client on a private server whose auto-created topics have 3 partitions."""
-    server = server_factory("--default-partitions", "3")
-    c = make_client(server.url)
-    yield c
-    c.close()
 
 
 def test_partitioned_round_robin(partitioned: pulsar.Client, topic: str) -> None:

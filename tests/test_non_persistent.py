@@ -10,7 +10,7 @@ import sqlite3
 import time
 import urllib.error
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pulsar
 import pytest
@@ -247,15 +247,6 @@ def test_stats_of_unknown_topic(server: ServerProcess) -> None:
 
 
 # -- partitions and restarts -----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def partitioned(server_factory: Callable[..., ServerProcess]) -> Iterator[pulsar.Client]:
-    """A client on a private server whose auto-created topics have 3 partitions."""
-    proc = server_factory("--default-partitions", "3")
-    c = make_client(proc.url)
-    yield c
-    c.close()
 
 
 def test_partitioned_non_persistent_topic(partitioned: pulsar.Client, np_topic: str) -> None:
