@@ -11,6 +11,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from wire.commands import frame
+from wire.framing import FrameDecoder, ProtocolError
+from wire.pulsar_api_pb2 import BaseCommand
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -20,10 +24,6 @@ def first_answer(port: int, deadline: float, alive: Callable[[], bool]) -> tuple
     ``accepted`` is when a TCP connection was first accepted (the kernel completed the handshake), ``answered`` when
     a CONNECTED frame came back on it. ``alive()`` false or the deadline passing raises RuntimeError.
     """
-    from wire.commands import frame
-    from wire.framing import FrameDecoder, ProtocolError
-    from wire.pulsar_api_pb2 import BaseCommand
-
     accepted = 0.0
     hello = frame(BaseCommand.CONNECT, client_version="startup-probe", protocol_version=20)
     while time.monotonic() < deadline:

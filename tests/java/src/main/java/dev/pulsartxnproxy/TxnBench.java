@@ -152,11 +152,7 @@ public final class TxnBench {
                 return;
             }
             long began = System.nanoTime();
-            client.newTransaction().withTransactionTimeout(TXN_TIMEOUT_SECONDS, SECONDS).build()
-                    .thenCompose(txn -> {
-                        producer.newMessage(txn).value(PAYLOAD).sendAsync();
-                        return txn.commit();
-                    })
+            inOneTransaction(client, producer, 1)
                     .whenComplete((ignored, error) -> {
                         if (error != null) {
                             failed.incrementAndGet();
@@ -215,22 +211,27 @@ public final class TxnBench {
         return System.nanoTime() - began;
     }
 
-    /**
-     * Open, send, commit as one asynchronous chain, the way the plain path sends and then waits once: the steps run
-     * on the client's own threads as each answer arrives, not after a hop back to this thread.
-     */
+    /** Open, send, commit, waiting once at the end, the way the plain path sends and then waits. */
     private static long timeTxn(PulsarClient client, Producer<byte[]> producer, int messages) throws Exception {
         long began = System.nanoTime();
-        client.newTransaction().withTransactionTimeout(TXN_TIMEOUT_SECONDS, SECONDS).build()
+        inOneTransaction(client, producer, messages).get(60, SECONDS);
+        return System.nanoTime() - began;
+    }
+
+    /**
+     * Open a transaction, send {@code messages} messages in it and commit, as one asynchronous chain: the steps run
+     * on the client's own threads as each answer arrives, not after a hop back to the caller's thread.
+     */
+    private static CompletableFuture<Void> inOneTransaction(PulsarClient client, Producer<byte[]> producer,
+            int messages) {
+        return client.newTransaction().withTransactionTimeout(TXN_TIMEOUT_SECONDS, SECONDS).build()
                 .thenCompose(txn -> {
                     for (int i = 0; i < messages; i++) {
                         producer.newMessage(txn).value(PAYLOAD).sendAsync();
                     }
                     producer.flushAsync();
                     return txn.commit();
-                })
-                .get(60, SECONDS);
-        return System.nanoTime() - began;
+                });
     }
 
     /** The {@code q} quantile of sorted nanosecond samples, in milliseconds (null without samples). */
