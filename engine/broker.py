@@ -99,9 +99,7 @@ class Broker:
         self._completions: list[tuple[Callable[[Any], None], Any]] = []
         self._flush_scheduled = False
         self._flush_after_commit = False
-        self.coordinators = Coordinators(
-            self, self.config.transaction_coordinators, self.config.txn_end_delay_ms
-        )
+        self.coordinators = Coordinators(self, self.config.transaction_coordinators, self.config.txn_end_delay_ms)
         self.stats.recover_start_ms = self.stats.started_ms
         self.coordinators.recover()
         self.stats.recover_end_ms = now_ms(clock)

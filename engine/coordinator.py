@@ -143,9 +143,7 @@ class Coordinators:
         coordinator = self.coordinator(tc_id)
         coordinator.sequence += 1
         txn = TxnId(tc_id, coordinator.sequence)
-        meta = TxnMeta(
-            txn, TxnStatus.OPEN, now_ms(self.clock), timeout_ms if timeout_ms > 0 else DEFAULT_TIMEOUT_MS
-        )
+        meta = TxnMeta(txn, TxnStatus.OPEN, now_ms(self.clock), timeout_ms if timeout_ms > 0 else DEFAULT_TIMEOUT_MS)
         coordinator.txns[txn.least] = meta
         coordinator.stats.created += 1
         self._record(meta, {"op": "open", "opened_ms": meta.opened_ms, "timeout_ms": meta.timeout_ms})

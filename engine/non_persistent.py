@@ -60,9 +60,7 @@ class NonPersistentSubscription(ConsumerGroup):
         """Grant ``permits`` more messages to a consumer (nothing waits for them)."""
         consumer.permits += permits
 
-    def acknowledge(
-        self, consumer: Consumer | None, acks: Iterable[tuple[int, int | None]], cumulative: bool
-    ) -> None:
+    def acknowledge(self, consumer: Consumer | None, acks: Iterable[tuple[int, int | None]], cumulative: bool) -> None:
         """Acknowledgements have nothing to act on."""
 
     def redeliver(self, consumer: Consumer, entry_ids: list[int] | None) -> None:

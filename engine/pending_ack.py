@@ -113,9 +113,7 @@ class PendingAck:
         cursor = self.subscription.cursor
         for entry_id, unacked, size in acks:
             if cursor.is_acked(entry_id):
-                raise conflict(
-                    f"[{txn}] position {entry_id} has been acked on subscription {self.subscription.name}"
-                )
+                raise conflict(f"[{txn}] position {entry_id} has been acked on subscription {self.subscription.name}")
             if unacked is None:
                 if entry_id in self.held:
                     raise conflict(f"[{txn}] position {entry_id} is already in pending ack status")
@@ -126,9 +124,7 @@ class PendingAck:
                 raise conflict(f"[{txn}] batch indexes of position {entry_id} have been acked")
             held = self.held.get(entry_id, {})
             if any(mask is None or mask & acked for mask in held.values()):
-                raise conflict(
-                    f"[{txn}] batch indexes of position {entry_id} are already in pending ack status"
-                )
+                raise conflict(f"[{txn}] batch indexes of position {entry_id} are already in pending ack status")
 
     def _check_cumulative(self, txn: TxnId, acks: list[tuple[int, int | None, int]]) -> None:
         if not self.subscription.single_active:
@@ -137,16 +133,12 @@ class PendingAck:
                 f"Transaction cumulative ack is not allowed on {self.subscription.sub_type.name} subscriptions",
             )
         if len(acks) != 1:
-            raise BrokerError(
-                ServerError.NotAllowedError, "Cumulative ack with a transaction takes one message id"
-            )
+            raise BrokerError(ServerError.NotAllowedError, "Cumulative ack with a transaction takes one message id")
         entry_id = acks[0][0]
         if entry_id <= self.subscription.cursor.mark_delete:
             raise conflict(f"[{txn}] position {entry_id} is before the mark-delete position")
         if self.cumulative is not None and (self.cumulative[0] != txn or entry_id <= self.cumulative[1]):
-            raise conflict(
-                f"[{txn}] a cumulative ack of {self.cumulative[0]} is pending at {self.cumulative[1]}"
-            )
+            raise conflict(f"[{txn}] a cumulative ack of {self.cumulative[0]} is pending at {self.cumulative[1]}")
 
     # -- ending --------------------------------------------------------------------------------
 
@@ -167,10 +159,7 @@ class PendingAck:
         if self.cumulative is not None and self.cumulative[0] == txn:
             self.cumulative = None
         if action is TxnAction.COMMIT:
-            acks = [
-                (e, None if acked is None else ((1 << size) - 1) & ~acked)
-                for e, acked, size in state.individual
-            ]
+            acks = [(e, None if acked is None else ((1 << size) - 1) & ~acked) for e, acked, size in state.individual]
             sub.acknowledge(None, acks, cumulative=False)
             if state.cumulative is not None:
                 sub.acknowledge(None, [(state.cumulative, None)], cumulative=True)

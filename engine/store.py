@@ -145,9 +145,7 @@ class Store:
             if partitions is None:
                 self._db.execute("DELETE FROM partitioned_topics WHERE name = ?", (name,))
             else:
-                self._db.execute(
-                    "INSERT OR REPLACE INTO partitioned_topics VALUES (?, ?)", (name, partitions)
-                )
+                self._db.execute("INSERT OR REPLACE INTO partitioned_topics VALUES (?, ?)", (name, partitions))
 
     def metadata(self, kind: str) -> dict[str, str]:
         """Catalog records of one kind (tenants, namespaces, terminated topics...), by name."""
@@ -234,9 +232,7 @@ class Store:
 
     def producer_sequences(self, topic_id: int) -> dict[str, int]:
         """The highest stored sequence id per producer name."""
-        rows = self._db.execute(
-            "SELECT producer, sequence_id FROM producer_sequences WHERE topic_id = ?", (topic_id,)
-        )
+        rows = self._db.execute("SELECT producer, sequence_id FROM producer_sequences WHERE topic_id = ?", (topic_id,))
         return dict(rows)
 
     def stage_sequence(self, topic_id: int, producer: str, sequence_id: int) -> None:
@@ -268,9 +264,7 @@ class Store:
 
     def txn_buffer_snapshot(self, topic_id: int) -> str | None:
         """A topic's latest transaction-buffer snapshot."""
-        row = self._db.execute(
-            "SELECT state FROM txn_buffer_snapshots WHERE topic_id = ?", (topic_id,)
-        ).fetchone()
+        row = self._db.execute("SELECT state FROM txn_buffer_snapshots WHERE topic_id = ?", (topic_id,)).fetchone()
         return row[0] if row else None
 
     def stage_txn_buffer_snapshot(self, topic_id: int, state: str) -> None:

@@ -159,20 +159,14 @@ class ConsumerGroup:
 
     def _check_key_shared(self, consumer: Consumer, sticky: bool) -> None:
         if self.consumers and sticky != self.sticky_mode:
-            raise BrokerError(
-                ServerError.ConsumerAssignError, "Key_Shared mode differs from the subscription's"
-            )
+            raise BrokerError(ServerError.ConsumerAssignError, "Key_Shared mode differs from the subscription's")
         if not sticky:
             return
         if not consumer.hash_ranges:
-            raise BrokerError(
-                ServerError.ConsumerAssignError, "Ranges for KeyShared policy must not be empty."
-            )
+            raise BrokerError(ServerError.ConsumerAssignError, "Ranges for KeyShared policy must not be empty.")
         for start, end in consumer.hash_ranges:
             if not 0 <= start <= end < HASH_RANGE_SIZE:
-                raise BrokerError(
-                    ServerError.ConsumerAssignError, f"Fixed hash range {start}-{end} is invalid"
-                )
+                raise BrokerError(ServerError.ConsumerAssignError, f"Fixed hash range {start}-{end} is invalid")
             for other in self.consumers:
                 for o_start, o_end in other.hash_ranges:
                     if start <= o_end and o_start <= end:
@@ -218,9 +212,7 @@ class ConsumerGroup:
         else:
             # Non-partitioned Failover: consistent hashing of the topic name over the consumers.
             ring = sorted(
-                (sticky_hash(f"{c.name}{j}".encode()), i)
-                for i, c in enumerate(ordered)
-                for j in range(RING_POINTS)
+                (sticky_hash(f"{c.name}{j}".encode()), i) for i, c in enumerate(ordered) for j in range(RING_POINTS)
             )
             point = bisect.bisect_left(ring, (sticky_hash(self.topic_name.full.encode()), -1))
             chosen = ordered[ring[point % len(ring)][1]]
@@ -341,9 +333,7 @@ class Subscription(ConsumerGroup):
         consumer.permits += permits
         self.dispatch()
 
-    def acknowledge(
-        self, consumer: Consumer | None, acks: Iterable[tuple[int, int | None]], cumulative: bool
-    ) -> None:
+    def acknowledge(self, consumer: Consumer | None, acks: Iterable[tuple[int, int | None]], cumulative: bool) -> None:
         """Apply acknowledgements: ``(entry_id, unacked_mask)`` pairs, the mask only for batch-index acks.
 
         ``consumer`` is None when a committed transaction applies them.
@@ -360,9 +350,7 @@ class Subscription(ConsumerGroup):
                 changed = changed or cursor.mark_delete != before or mask is not None
             for c in self.consumers:
                 c.pending = {e for e in c.pending if not cursor.is_acked(e)}
-            self.redelivery_counts = {
-                e: n for e, n in self.redelivery_counts.items() if e > cursor.mark_delete
-            }
+            self.redelivery_counts = {e: n for e, n in self.redelivery_counts.items() if e > cursor.mark_delete}
         else:
             for entry_id, mask in acks:
                 done = cursor.ack(entry_id) if mask is None else cursor.ack_batch_indexes(entry_id, mask)

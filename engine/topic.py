@@ -149,9 +149,7 @@ class Topic(ProducerHost):
         self._dirty_cursors: set[Subscription] = set()
         for sub_name, state in self.store.cursors(self.topic_id).items():
             loaded = Cursor.loads(state)
-            self.subscriptions[sub_name] = Subscription(
-                self, sub_name, SubType.EXCLUSIVE, loaded, durable=True
-            )
+            self.subscriptions[sub_name] = Subscription(self, sub_name, SubType.EXCLUSIVE, loaded, durable=True)
         self.txn_buffer = TransactionBuffer(self, broker.config.snapshot_policy)
         self.txn_buffer.recover()
         held: dict[str, list[tuple[TxnId, str]]] = {}

@@ -176,9 +176,7 @@ class TransactionBuffer:
         last = self.topic.last_confirmed
         replayed = 0
         while position <= last:
-            rows = self.topic.store.read(
-                self.topic.topic_id, position, min(last, position + _REPLAY_CHUNK - 1)
-            )
+            rows = self.topic.store.read(self.topic.topic_id, position, min(last, position + _REPLAY_CHUNK - 1))
             if not rows:
                 break
             for entry_id, body in rows:

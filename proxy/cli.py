@@ -12,9 +12,7 @@ from proxy.listen import ListenError, bind
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="pulsar-txn-proxy", description="A Pulsar endpoint with transactions."
-    )
+    parser = argparse.ArgumentParser(prog="pulsar-txn-proxy", description="A Pulsar endpoint with transactions.")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve",
@@ -45,9 +43,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="transaction ends between buffer snapshots (default 1000)",
     )
-    serve.add_argument(
-        "--txn-snapshot-interval-seconds", type=int, help="seconds between buffer snapshots (default 5)"
-    )
+    serve.add_argument("--txn-snapshot-interval-seconds", type=int, help="seconds between buffer snapshots (default 5)")
     serve.add_argument(
         "--txn-end-delay-ms",
         type=int,

@@ -100,9 +100,7 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     return values
 
 
-def load(
-    cli: Mapping[str, Any], config_file: str | None, environ: Mapping[str, str] = os.environ
-) -> Settings:
+def load(cli: Mapping[str, Any], config_file: str | None, environ: Mapping[str, str] = os.environ) -> Settings:
     """Merge the sources; ``cli`` holds only the options given on the command line."""
     values: dict[str, Any] = {}
     if config_file:

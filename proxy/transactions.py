@@ -66,9 +66,7 @@ class TransactionCommands:
             fields.update(error=exc.code, message=exc.message)
         self.connection.send(kind, **fields)
 
-    def _run(
-        self, kind: int, request: Any, txn: TxnId | None, action: Callable[[Callable[[Any], None]], None]
-    ) -> None:
+    def _run(self, kind: int, request: Any, txn: TxnId | None, action: Callable[[Callable[[Any], None]], None]) -> None:
         """Run ``action(done)``; answer ``kind`` when done, or with the error it raised."""
         try:
             action(lambda _: self._reply(kind, request, txn))
@@ -151,9 +149,7 @@ class TransactionCommands:
         def action(done: Callable[[Any], None]) -> None:
             topic = self.broker.existing_topic(request.topic)
             if topic is not None:
-                topic.txn_buffer.end(
-                    txn, TxnAction(request.txn_action), request.txnid_least_bits_of_low_watermark
-                )
+                topic.txn_buffer.end(txn, TxnAction(request.txn_action), request.txnid_least_bits_of_low_watermark)
             self.broker.after_commit(done, None)
 
         self._run(T.END_TXN_ON_PARTITION_RESPONSE, request, txn, action)
@@ -182,9 +178,7 @@ def check_transactional_send(connection: PulsarConnection, topic_name: str, txn:
     except BrokerError as exc:
         raise BrokerError(ServerError.NotAllowedError, exc.message) from None
     if topic_name not in meta.partitions:
-        raise BrokerError(
-            ServerError.NotAllowedError, f"Partition {topic_name} was not added to transaction {txn}"
-        )
+        raise BrokerError(ServerError.NotAllowedError, f"Partition {topic_name} was not added to transaction {txn}")
 
 
 def transactional_ack(connection: PulsarConnection, consumer: Consumer | None, request: CommandAck) -> None:
@@ -213,9 +207,7 @@ def transactional_ack(connection: PulsarConnection, consumer: Consumer | None, r
                 entries = topic.read_ids([mid.entryId])
                 size = entries[0].num_messages if entries else mask.bit_length()
             acks.append((mid.entryId, mask, size))
-        subscription.pending_ack.acknowledge(
-            txn, consumer, acks, cumulative=request.ack_type == CommandAck.Cumulative
-        )
+        subscription.pending_ack.acknowledge(txn, consumer, acks, cumulative=request.ack_type == CommandAck.Cumulative)
     except BrokerError as exc:
         connection.ack_response(request, exc)
         return
