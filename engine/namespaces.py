@@ -106,6 +106,8 @@ class Namespaces:
         self._policies: dict[str, dict[str, Any]] = {
             name: json.loads(value) for name, value in store.metadata(_NAMESPACE).items()
         }
+        #: Counts changes to namespace policies, so that what is derived from them can be cached.
+        self.generation = 0
         for namespace in builtin:
             tenant = namespace.partition("/")[0]
             if tenant not in self.tenants:
@@ -142,6 +144,7 @@ class Namespaces:
     def delete_namespace(self, namespace: str) -> None:
         """Forget a namespace and its policies (its topics must be gone)."""
         self._policies.pop(namespace, None)
+        self.generation += 1
         self.store.put_metadata(_NAMESPACE, namespace, None)
 
     def policies(self, namespace: str) -> dict[str, Any]:
@@ -164,6 +167,7 @@ class Namespaces:
         self._save(namespace)
 
     def _save(self, namespace: str) -> None:
+        self.generation += 1
         self.store.put_metadata(_NAMESPACE, namespace, json.dumps(self._policies[namespace]))
 
     # -- the policies the engine applies ------------------------------------------------------

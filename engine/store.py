@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
+from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 from typing import NamedTuple
+
+#: Entries per INSERT statement. One multi-row INSERT binds all its rows and runs once; ``executemany`` runs once per
+#: row and hands the GIL back for each run, so under load the writer thread waited for the busy reactor thread once
+#: per row (inserting 500 entries took 5-10 ms instead of about 1).
+ROWS_PER_INSERT = 256
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -343,7 +350,9 @@ class Store:
         db.execute("BEGIN")
         try:
             for topic_id, rows in entries.items():
-                db.executemany(f"INSERT INTO ledger_{topic_id} VALUES (?, ?, ?)", rows)
+                for start in range(0, len(rows), ROWS_PER_INSERT):
+                    chunk = rows[start : start + ROWS_PER_INSERT]
+                    db.execute(_insert_entries(topic_id, len(chunk)), list(chain.from_iterable(chunk)))
             for (topic_id, name), state in cursors.items():
                 if state is None:
                     db.execute("DELETE FROM cursors WHERE topic_id = ? AND name = ?", (topic_id, name))
@@ -359,3 +368,9 @@ class Store:
         except BaseException:
             db.execute("ROLLBACK")
             raise
+
+
+@lru_cache(maxsize=1024)
+def _insert_entries(topic_id: int, rows: int) -> str:
+    """The INSERT of ``rows`` entries into a topic's ledger table."""
+    return f"INSERT INTO ledger_{topic_id} VALUES " + ", ".join(["(?, ?, ?)"] * rows)

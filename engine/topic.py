@@ -146,6 +146,8 @@ class Topic(ProducerHost):
         self.subscriptions: dict[str, Subscription] = {}
         self._sequences = self.store.producer_sequences(self.topic_id)
         self._persisted_sequences = dict(self._sequences)
+        #: ``(namespace policy generation, deduplication on)``, so that a publish need not look the policy up.
+        self._deduplication = (-1, False)
         self._dirty_cursors: set[Subscription] = set()
         for sub_name, state in self.store.cursors(self.topic_id).items():
             loaded = Cursor.loads(state)
@@ -258,7 +260,7 @@ class Topic(ProducerHost):
                 done, BrokerError(ServerError.TopicTerminatedError, f"Topic {self.name} was already terminated")
             )
             return
-        if self.broker.deduplication(self.name):
+        if self._deduplicating():
             highest = max(sequence_id, highest_sequence_id)
             if sequence_id <= self._sequences.get(producer.name, -1):
                 self.broker.after_commit(done, DUPLICATE)
@@ -279,6 +281,12 @@ class Topic(ProducerHost):
         else:
             self.txn_buffer.plain_appended()
         self.broker.after_commit(done, entry.entry_id)
+
+    def _deduplicating(self) -> bool:
+        generation = self.broker.namespaces.generation
+        if self._deduplication[0] != generation:
+            self._deduplication = (generation, self.broker.deduplication(self.name))
+        return self._deduplication[1]
 
     def append_marker(self, body: bytes, metadata: MessageMetadata) -> int:
         """Append a server-written marker entry; returns its id."""

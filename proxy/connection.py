@@ -23,7 +23,7 @@ from engine.names import TopicName
 from engine.subscription import Consumer, Delivery, SubType
 from engine.topic import DUPLICATE, AccessMode, Producer
 from proxy.transactions import TransactionCommands, transactional_ack
-from wire.commands import NO_ID, frame, make, payload_of, type_name
+from wire.commands import NO_ID, ReceiptEncoder, frame, make, payload_of, type_name
 from wire.framing import (
     MAX_MESSAGE_SIZE,
     FrameDecoder,
@@ -33,7 +33,14 @@ from wire.framing import (
     parse_body,
 )
 from wire.message_id import MessageId
-from wire.pulsar_api_pb2 import BaseCommand, CommandAck, CommandGetTopicsOfNamespace, KeySharedMode, ServerError
+from wire.pulsar_api_pb2 import (
+    BaseCommand,
+    CommandAck,
+    CommandGetTopicsOfNamespace,
+    CommandSend,
+    KeySharedMode,
+    ServerError,
+)
 
 if TYPE_CHECKING:
     from proxy.server import BrokerService
@@ -91,6 +98,7 @@ class PulsarConnection(protocol.Protocol):
         self.broker = service.broker
         self.state = State.AWAITING_CONNECT
         self.decoder = FrameDecoder()
+        self._receipts = ReceiptEncoder()
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
         self._producer_requests: dict[int, int] = {}
@@ -380,32 +388,27 @@ class PulsarConnection(protocol.Protocol):
             self.transport.pauseProducing()
         self.service.publish(self, producer, send, message, highest)
 
-    def receipt(self, producer: Producer, send: object, result: int | BrokerError) -> None:
+    def receipt(self, producer: Producer, send: CommandSend, result: int | BrokerError) -> None:
         """Answer a SEND once its entry is durable (or it failed)."""
         self._pending_sends -= 1
         if self._reading_paused and self._pending_sends <= MAX_PENDING_SENDS // 2 and self.state is not State.CLOSED:
             self._reading_paused = False
             self.transport.resumeProducing()
-        producer_id, sequence_id = send.producer_id, send.sequence_id  # type: ignore[attr-defined]
         if isinstance(result, BrokerError):
             self.send(
                 T.SEND_ERROR,
-                producer_id=producer_id,
-                sequence_id=sequence_id,
+                producer_id=send.producer_id,
+                sequence_id=send.sequence_id,
                 error=result.code,
                 message=result.message,
             )
             return
-        ledger = NO_ID if result == DUPLICATE else producer.topic.ledger_id  # type: ignore[union-attr]
-        entry = NO_ID if result == DUPLICATE else result
-        fields: dict[str, object] = {
-            "producer_id": producer_id,
-            "sequence_id": sequence_id,
-            "message_id": {"ledgerId": ledger, "entryId": entry},
-        }
-        if send.HasField("highest_sequence_id"):  # type: ignore[attr-defined]
-            fields["highest_sequence_id"] = send.highest_sequence_id  # type: ignore[attr-defined]
-        self.send(T.SEND_RECEIPT, **fields)
+        if result == DUPLICATE:
+            ledger = entry = NO_ID
+        else:
+            ledger, entry = producer.topic.ledger_id, result  # type: ignore[union-attr]
+        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else None
+        self.write(self._receipts.encode(send.producer_id, send.sequence_id, ledger, entry, highest))
 
     def _on_close_producer(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.close_producer

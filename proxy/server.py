@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import protocol
@@ -110,7 +111,7 @@ class BrokerService:
             highest,
             message.body,
             message.metadata,
-            lambda result: connection.receipt(producer, send, result),
+            partial(connection.receipt, producer, send),
             txn,
         )
 

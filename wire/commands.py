@@ -32,3 +32,30 @@ def payload_of(command: BaseCommand) -> Any:
 def type_name(kind: int) -> str:
     """The protocol name of a command type, e.g. ``SEND_RECEIPT``."""
     return BaseCommand.Type.Name(kind)
+
+
+class ReceiptEncoder:
+    """Encodes SEND_RECEIPT frames, the most frequent answer, without building a command per receipt.
+
+    One command is kept and its fields overwritten for each receipt: use one encoder per thread.
+    """
+
+    def __init__(self) -> None:
+        self._command = BaseCommand(type=BaseCommand.SEND_RECEIPT)
+        self._receipt = self._command.send_receipt
+        self._message_id = self._receipt.message_id
+
+    def encode(
+        self, producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int | None
+    ) -> bytes:
+        """The frame of one receipt; ``highest_sequence_id`` only for a producer that sent one."""
+        receipt = self._receipt
+        receipt.producer_id = producer_id
+        receipt.sequence_id = sequence_id
+        self._message_id.ledgerId = ledger_id
+        self._message_id.entryId = entry_id
+        if highest_sequence_id is None:
+            receipt.ClearField("highest_sequence_id")
+        else:
+            receipt.highest_sequence_id = highest_sequence_id
+        return encode_command(self._command)

@@ -27,6 +27,7 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _HEADER = struct.Struct(">II")
 _MAGIC_CRC = _U16.pack(MAGIC_CHECKSUM)
+_MAGIC_BEM = _U16.pack(MAGIC_BROKER_ENTRY_METADATA)
 
 
 class ProtocolError(Exception):
@@ -54,35 +55,38 @@ class FrameDecoder:
         A frame that breaks the protocol raises :class:`ProtocolError` after the good frames before it
         were yielded, so their requests can still be answered before the connection closes.
         """
-        buf = self._buffer
-        buf += data
+        if self._buffer:
+            # A frame began in an earlier read: join it with this one. Else the frames are read from ``data`` as it
+            # came, and only an unfinished frame at its end is kept.
+            self._buffer += data
+            data = bytes(self._buffer)
+        size = len(data)
         offset = 0
         try:
-            while len(buf) - offset >= 4:
-                (total,) = _U32.unpack_from(buf, offset)
+            while size - offset >= 4:
+                (total,) = _U32.unpack_from(data, offset)
                 if total < 4 or total > self._max_frame_size:
                     raise ProtocolError(f"frame size {total} outside 4..{self._max_frame_size}")
-                if len(buf) - offset - 4 < total:
+                if size - offset - 4 < total:
                     break
                 start = offset + 4
-                (command_size,) = _U32.unpack_from(buf, start)
+                (command_size,) = _U32.unpack_from(data, start)
                 if command_size > total - 4:
                     raise ProtocolError(f"command size {command_size} exceeds frame size {total}")
                 command_end = start + 4 + command_size
                 command = BaseCommand()
                 try:
-                    command.ParseFromString(bytes(buf[start + 4 : command_end]))
+                    command.ParseFromString(data[start + 4 : command_end])
                 except DecodeError as exc:
                     raise ProtocolError(f"command does not parse: {exc}") from None
                 if not command.HasField("type"):
                     raise ProtocolError("unknown or missing command type")
                 frame_end = start + total
-                body = bytes(buf[command_end:frame_end]) if frame_end > command_end else None
+                body = data[command_end:frame_end] if frame_end > command_end else None
                 offset = frame_end
                 yield Frame(command, body)
         finally:
-            if offset:
-                del buf[:offset]
+            self._buffer = bytearray(data[offset:])
 
 
 def encode_command(command: BaseCommand) -> bytes:
@@ -103,8 +107,13 @@ class MessageBody:
 
     body: bytes
     metadata: MessageMetadata
-    payload: bytes
     checksum_ok: bool
+
+    @property
+    def payload(self) -> bytes:
+        """What follows the metadata: the message, or a batch of them."""
+        (meta_size,) = _U32.unpack_from(self.body, 6)
+        return self.body[10 + meta_size :]
 
 
 def make_body(metadata: bytes | MessageMetadata, payload: bytes) -> bytes:
@@ -119,30 +128,23 @@ def parse_body(data: bytes) -> MessageBody:
 
     Broker entry metadata in front is skipped. A body without a checksum (protocol < 6) gets one.
     """
-    view = memoryview(data)
     try:
-        if _U16.unpack_from(view, 0)[0] == MAGIC_BROKER_ENTRY_METADATA:
-            (bem_size,) = _U32.unpack_from(view, 2)
-            view = view[6 + bem_size :]
-        if _U16.unpack_from(view, 0)[0] == MAGIC_CHECKSUM:
-            (expected,) = _U32.unpack_from(view, 2)
-            rest = view[6:]
-            checksum_ok = crc32c.crc32c(rest) == expected
-            body = bytes(view)
+        if data[:2] == _MAGIC_BEM:
+            (bem_size,) = _U32.unpack_from(data, 2)
+            data = data[6 + bem_size :]
+        if data[:2] == _MAGIC_CRC:
+            (expected,) = _U32.unpack_from(data, 2)
+            checksum_ok = crc32c.crc32c(memoryview(data)[6:]) == expected
+            body = data
         else:
-            rest = view
             checksum_ok = True
-            body = b""
-        (meta_size,) = _U32.unpack_from(rest, 0)
-        if 4 + meta_size > len(rest):
+            body = _MAGIC_CRC + _U32.pack(crc32c.crc32c(data)) + data
+        (meta_size,) = _U32.unpack_from(body, 6)
+        if 10 + meta_size > len(body):
             raise ProtocolError(f"metadata size {meta_size} exceeds the message body")
-        metadata = MessageMetadata()
-        metadata.ParseFromString(rest[4 : 4 + meta_size])
-    except (struct.error, IndexError) as exc:
+        metadata = MessageMetadata.FromString(body[10 : 10 + meta_size])
+    except struct.error as exc:
         raise ProtocolError(f"truncated message body: {exc}") from None
     except DecodeError as exc:
         raise ProtocolError(f"message metadata does not parse: {exc}") from None
-    payload = bytes(rest[4 + meta_size :])
-    if not body:
-        body = _MAGIC_CRC + _U32.pack(crc32c.crc32c(rest)) + bytes(rest)
-    return MessageBody(body, metadata, payload, checksum_ok)
+    return MessageBody(body, metadata, checksum_ok)
