@@ -25,6 +25,7 @@ run: $(VENV)/.installed
 ## test: install with test extras and run the suite on local processes (the container tests: make test-containers)
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check wire engine proxy
 	$(BIN)/python -m pytest -m "not container" $(ARGS)
 
 ## test-containers: build the image and run the container-marked tests (Docker, else podman set up as root)

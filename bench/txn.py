@@ -2,8 +2,11 @@
 
 - Transactions per second, 1 message each, from N concurrent official Java clients (one PulsarClient and thread
   each, in one JVM: ``dev.pulsartxnproxy.TxnBench`` in tests/java), each looping newTransaction, send, commit.
-- The time to send 100 messages inside one transaction (open, send, commit) against sending the same 100
-  plainly, alternating, on one client and server; medians and their ratio, batched and unbatched.
+- The cost of 100 messages in one transaction against the same 100 sent plainly, two ways. Latency: the time to
+  send them inside one transaction (open, send, commit) against sending them plainly, alternating, on one client;
+  medians and their ratio. Load: N clients each loop over units of 100 messages, in a transaction or plainly; the
+  ratio of the plain to the transactional message rate (what a loaded server pays per transactional message). Both
+  batched and unbatched.
 - Recovery, in-process on the engine: a topic with 1,000,000 entries and a recent transaction-buffer snapshot is
   reopened; the time to load it and the entries its transaction buffer replayed. Then the same for a topic whose
   transactions came first, followed by 1,000,000 plain entries published through the engine and a kill.
@@ -203,6 +206,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=3, help="warm-up seconds before measuring")
     parser.add_argument("--messages", type=int, default=100, help="messages per transaction for the cost figure")
     parser.add_argument("--repetitions", type=int, default=100, help="repetitions of the cost figure")
+    parser.add_argument("--rounds", type=int, default=3, help="plain/transactional rounds of the cost under load")
+    parser.add_argument("--phase-seconds", type=float, default=4, help="measured seconds of each phase of a round")
     parser.add_argument("--entries", type=int, default=1_000_000, help="entries of the recovered topic")
     args = parser.parse_args()
 
@@ -216,6 +221,13 @@ def main() -> None:
             costs = {
                 mode: java_bench(
                     classpath, "cost", server.url, f"{topic}-cost-{mode}", args.messages, args.repetitions, mode
+                )
+                for mode in ("unbatched", "batched")
+            }
+            loads = {
+                mode: java_bench(
+                    classpath, "load", server.url, f"{topic}-load-{mode}", args.clients, args.messages,
+                    args.phase_seconds, args.rounds, mode,
                 )
                 for mode in ("unbatched", "batched")
             }
@@ -243,6 +255,16 @@ def main() -> None:
                 f"{cost['repetitions']})",
             )
         )
+    for mode, load in loads.items():
+        rows.append(
+            (
+                f"{args.messages} msgs in 1 txn vs plain, {args.clients} clients ({mode})",
+                f"{load['ratio']:.2f}x",
+                "<= 1.5x",
+                f"msg/s txn {_rates(load['txn_msg_per_second'])}, plain {_rates(load['plain_msg_per_second'])} "
+                f"(median of {args.rounds} alternating rounds), {load['failed']} failed",
+            )
+        )
     rows.append(
         (
             f"recovery of {recovered['entries']:,} entries",
@@ -265,7 +287,12 @@ def main() -> None:
     header = ("figure", "value", "target", "details")
     for row in [header, *rows]:
         print("  ".join(cell.ljust(widths[i]) if i < 3 else cell for i, cell in enumerate(row)))
-    print(json.dumps({"throughput": throughput, "cost": costs, "recovery": recovered, "recovery_plain": after_plain}))
+    print(json.dumps({"throughput": throughput, "cost": costs, "load": loads, "recovery": recovered,
+                      "recovery_plain": after_plain}))
+
+
+def _rates(values: list[float]) -> str:
+    return "/".join(f"{v / 1000:.1f}k" for v in values)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
@@ -25,6 +27,10 @@ import org.apache.pulsar.client.api.PulsarClientException;
  * <ul>
  *   <li>{@code throughput <url> <topic> <clients> <seconds> <warmupSeconds>}: one PulsarClient and loop per
  *       client, each looping newTransaction, send 1 message, commit; committed transactions per second.</li>
+ *   <li>{@code load <url> <topic> <clients> <messages> <phaseSeconds> <rounds> <batched|unbatched>}: the same
+ *       loops with {@code messages} per unit, alternating between phases of plain units (send, wait for the
+ *       receipts) and transactional ones on the same clients, {@code rounds} of each; message rates per phase and
+ *       the median of the rounds' ratios plain/transactional.</li>
  *   <li>{@code cost <url> <topic> <messages> <repetitions> <batched|unbatched>}: the time to send {@code messages}
  *       messages and wait for their receipts, plainly and inside one transaction (open, send, commit), alternating,
  *       on one client; medians and their ratio.</li>
@@ -51,6 +57,8 @@ public final class TxnBench {
         Map<String, Object> result = switch (argv[0]) {
             case "throughput" -> throughput(argv[1], args.get(0), Integer.parseInt(args.get(1)),
                     Double.parseDouble(args.get(2)), Double.parseDouble(args.get(3)));
+            case "load" -> load(argv[1], args.get(0), Integer.parseInt(args.get(1)), Integer.parseInt(args.get(2)),
+                    Double.parseDouble(args.get(3)), Integer.parseInt(args.get(4)), args.get(5).equals("batched"));
             case "cost" -> cost(argv[1], args.get(0), Integer.parseInt(args.get(1)), Integer.parseInt(args.get(2)),
                     args.get(3).equals("batched"));
             default -> throw new IllegalArgumentException("unknown mode " + argv[0]);
@@ -95,7 +103,8 @@ public final class TxnBench {
         List<TxnLoop> loops = new ArrayList<>();
         for (int i = 0; i < clients; i++) {
             PulsarClient client = client(url);
-            loops.add(new TxnLoop(client, producer(client, topic, false), phase, measured, failed, firstError));
+            Producer<byte[]> producer = producer(client, topic, false);
+            loops.add(new TxnLoop(() -> inOneTransaction(client, producer, 1), phase, measured, failed, firstError));
         }
         loops.forEach(TxnLoop::next);
         Thread.sleep((long) (warmupSeconds * 1000));
@@ -123,10 +132,76 @@ public final class TxnBench {
         return out;
     }
 
-    /** One client's loop: open a transaction, send one message in it, commit; again until the phase is DONE. */
+    /**
+     * Messages per second of {@code clients} loops sending {@code messages} per unit, alternating between plain
+     * and transactional phases on the same clients, so that both kinds meet the same machine.
+     */
+    private static Map<String, Object> load(String url, String topic, int clients, int messages, double phaseSeconds,
+            int rounds, boolean batched) throws Exception {
+        AtomicBoolean transactional = new AtomicBoolean();
+        AtomicLong measured = new AtomicLong();
+        AtomicLong failed = new AtomicLong();
+        AtomicReference<String> firstError = new AtomicReference<>();
+        AtomicInteger phase = new AtomicInteger(WARMING_UP);
+        List<TxnLoop> loops = new ArrayList<>();
+        for (int i = 0; i < clients; i++) {
+            PulsarClient client = client(url);
+            Producer<byte[]> producer = producer(client, topic, batched);
+            loops.add(new TxnLoop(() -> transactional.get() ? inOneTransaction(client, producer, messages)
+                    : plainly(producer, messages), phase, measured, failed, firstError));
+        }
+        loops.forEach(TxnLoop::next);
+        Thread.sleep(1500);
+        transactional.set(true);
+        Thread.sleep(1500);
+        List<Double> plainRates = new ArrayList<>();
+        List<Double> txnRates = new ArrayList<>();
+        List<Double> ratios = new ArrayList<>();
+        for (int round = 0; round < rounds; round++) {
+            double plain = phase(false, transactional, phase, measured, phaseSeconds) * messages;
+            double txn = phase(true, transactional, phase, measured, phaseSeconds) * messages;
+            plainRates.add(plain);
+            txnRates.add(txn);
+            ratios.add(plain / txn);
+        }
+        phase.set(DONE);
+        for (TxnLoop loop : loops) {
+            loop.stopped.get(60, SECONDS);
+        }
+        List<Double> sorted = new ArrayList<>(ratios);
+        sorted.sort(null);
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("clients", clients);
+        out.put("messages", messages);
+        out.put("batched", batched);
+        out.put("plain_msg_per_second", plainRates);
+        out.put("txn_msg_per_second", txnRates);
+        out.put("ratios", ratios);
+        out.put("ratio", sorted.get(sorted.size() / 2));
+        out.put("failed", failed.get());
+        out.put("first_error", firstError.get());
+        return out;
+    }
+
+    /** One measured phase of {@link #load}: units per second of one kind, after the other kind's units ended. */
+    private static double phase(boolean kind, AtomicBoolean transactional, AtomicInteger phase, AtomicLong measured,
+            double seconds) throws InterruptedException {
+        phase.set(WARMING_UP);
+        transactional.set(kind);
+        Thread.sleep(500);
+        measured.set(0);
+        phase.set(MEASURING);
+        long started = System.nanoTime();
+        Thread.sleep((long) (seconds * 1000));
+        long units = measured.get();
+        long elapsed = System.nanoTime() - started;
+        phase.set(WARMING_UP);
+        return units / (elapsed / 1e9);
+    }
+
+    /** One client's loop: run a unit (a transaction, or plain sends), again until the phase is DONE. */
     private static final class TxnLoop {
-        private final PulsarClient client;
-        private final Producer<byte[]> producer;
+        private final Supplier<CompletableFuture<Void>> unit;
         private final AtomicInteger phase;
         private final AtomicLong measured;
         private final AtomicLong failed;
@@ -135,10 +210,9 @@ public final class TxnBench {
         final List<Long> samples = new ArrayList<>();
         final CompletableFuture<Void> stopped = new CompletableFuture<>();
 
-        TxnLoop(PulsarClient client, Producer<byte[]> producer, AtomicInteger phase, AtomicLong measured,
+        TxnLoop(Supplier<CompletableFuture<Void>> unit, AtomicInteger phase, AtomicLong measured,
                 AtomicLong failed, AtomicReference<String> firstError) {
-            this.client = client;
-            this.producer = producer;
+            this.unit = unit;
             this.phase = phase;
             this.measured = measured;
             this.failed = failed;
@@ -152,7 +226,7 @@ public final class TxnBench {
                 return;
             }
             long began = System.nanoTime();
-            inOneTransaction(client, producer, 1)
+            unit.get()
                     .whenComplete((ignored, error) -> {
                         if (error != null) {
                             failed.incrementAndGet();
@@ -202,13 +276,18 @@ public final class TxnBench {
 
     private static long timePlain(Producer<byte[]> producer, int messages) throws Exception {
         long began = System.nanoTime();
+        plainly(producer, messages).get(60, SECONDS);
+        return System.nanoTime() - began;
+    }
+
+    /** Send {@code messages} messages without a transaction; complete once every receipt arrived. */
+    private static CompletableFuture<Void> plainly(Producer<byte[]> producer, int messages) {
         List<CompletableFuture<MessageId>> sends = new ArrayList<>(messages);
         for (int i = 0; i < messages; i++) {
             sends.add(producer.newMessage().value(PAYLOAD).sendAsync());
         }
         producer.flushAsync();
-        CompletableFuture.allOf(sends.toArray(CompletableFuture[]::new)).get(60, SECONDS);
-        return System.nanoTime() - began;
+        return CompletableFuture.allOf(sends.toArray(CompletableFuture[]::new));
     }
 
     /** Open, send, commit, waiting once at the end, the way the plain path sends and then waits. */
