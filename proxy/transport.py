@@ -17,6 +17,11 @@ from twisted.internet import tcp
 class EagerServer(tcp.Server):
     """An accepted connection that writes straight to the socket while its send queue is empty."""
 
+    #: Bytes read per reactor turn (Twisted's default is 64 KiB). A client streaming small messages sends about 1,700
+    #: SENDs in 256 KiB; reading them in one turn halves the turns, flushes and commits per message (non-batched
+    #: produce with pulsar-perf: 26.9k -> 29.8k msg/s, mean of 5 alternating runs).
+    bufferSize = 2**18  # noqa: N815 (Twisted's name)
+
     def write(self, data: bytes) -> None:
         """Send what the socket takes now; queue the rest behind Twisted's usual writer."""
         if self.dataBuffer or self._tempDataLen or not self.connected or self._writeDisconnected or not data:
