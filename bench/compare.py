@@ -272,7 +272,9 @@ How it was measured:
   use an unlimited rate with at most 10,000 messages outstanding per producer (`-o 10000`: pulsar-perf's default
   queue is unbounded and its JVM runs out of heap against a broker slower than it offers), the latency rows a
   fixed rate with batching off. Transactions: `pulsar-perf produce -txn
-  -nmt N` (one producer; a transaction commits every N messages), transactions/s = msg/s / N.
+  -nmt N` (one producer; a transaction commits every N messages), transactions/s = msg/s / N. Producer rates
+  are the mean of pulsar-perf's 10-second reports: its final "aggregated" producer rate divides by the time
+  until its reporting loop next wakes, about 20 s for a 10 s run.
 - Consume: a fresh subscription reads the batched run's backlog from the start.
 - Start-up: process start to the first accepted TCP connection on the Pulsar port, and to the first CONNECT
   answered with CONNECTED on it (this endpoint: best of 3 fresh starts; Pulsar: the standalone of this run).
