@@ -16,7 +16,7 @@ from engine.store import TopicRecord
 from engine.subscription import Consumer, Subscription, SubType
 from engine.transactions import TxnId
 from engine.txn_buffer import TransactionBuffer
-from wire.framing import make_body
+from wire.framing import make_body, stored_payload
 from wire.pulsar_api_pb2 import MessageMetadata, ServerError
 
 if TYPE_CHECKING:
@@ -235,7 +235,7 @@ class Topic(ProducerHost):
 
     def last_sequence_id(self, producer_name: str) -> int:
         """The highest stored sequence id of a producer name (-1 if none or deduplication is off)."""
-        if not self.broker.deduplication(self.name):
+        if not self._deduplicating():
             return -1
         return self._persisted_sequences.get(producer_name, -1)
 
@@ -270,7 +270,7 @@ class Topic(ProducerHost):
         if txn is not None and (metadata.txnid_most_bits, metadata.txnid_least_bits) != txn:
             # Recovery finds transactions through the stored metadata, so it must name the transaction.
             metadata.txnid_most_bits, metadata.txnid_least_bits = txn
-            body = make_body(metadata, _payload(body))
+            body = make_body(metadata, stored_payload(body))
         entry = self._append(body, metadata)
         self.messages_in += entry.num_messages
         self.bytes_in += len(body)
@@ -393,9 +393,3 @@ class Topic(ProducerHost):
             producer.sink.close_producer(producer)
         for subscription in self.subscriptions.values():
             subscription.close_consumers()
-
-
-def _payload(body: bytes) -> bytes:
-    """The payload of a stored body ``[magic][crc][metaSize][meta][payload]``."""
-    meta_size = int.from_bytes(body[6:10], "big")
-    return body[10 + meta_size :]

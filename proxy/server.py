@@ -89,22 +89,23 @@ class BrokerService:
         """Append a message; the receipt goes out once it is durable (at once on a non-persistent topic)."""
         topic = producer.topic
         assert topic is not None
-        txn = None
-        if send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits"):
-            if isinstance(topic, NonPersistentTopic):
+        transactional = send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits")
+        if isinstance(topic, NonPersistentTopic):
+            if transactional:
                 # As Pulsar: its non-persistent topic throws on a transactional publish, which closes the connection.
                 connection.close("PublishTxnMessage is not supported by non-persistent topic")
                 return
+            connection.receipt(producer, send, MESSAGE_ID)
+            topic.publish(producer, message.body, message.metadata)
+            return
+        txn = None
+        if transactional:
             txn = TxnId(send.txnid_most_bits, send.txnid_least_bits)
             try:
                 check_transactional_send(connection, topic.name.full, txn)
             except BrokerError as exc:
                 connection.receipt(producer, send, exc)
                 return
-        if isinstance(topic, NonPersistentTopic):
-            connection.receipt(producer, send, MESSAGE_ID)
-            topic.publish(producer, message.body, message.metadata)
-            return
         topic.publish(
             producer,
             send.sequence_id,

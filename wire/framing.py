@@ -112,8 +112,13 @@ class MessageBody:
     @property
     def payload(self) -> bytes:
         """What follows the metadata: the message, or a batch of them."""
-        (meta_size,) = _U32.unpack_from(self.body, 6)
-        return self.body[10 + meta_size :]
+        return stored_payload(self.body)
+
+
+def stored_payload(body: bytes) -> bytes:
+    """The payload of a normalised body ``[0x0e01][crc32c][metaSize][metadata][payload]``."""
+    (meta_size,) = _U32.unpack_from(body, 6)
+    return body[10 + meta_size :]
 
 
 def make_body(metadata: bytes | MessageMetadata, payload: bytes) -> bytes:
