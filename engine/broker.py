@@ -15,7 +15,7 @@ from engine.namespaces import Namespaces
 from engine.non_persistent import NonPersistentTopic
 from engine.schemas import SchemaRegistry
 from engine.stats import BrokerStats
-from engine.store import Store
+from engine.store import StagedWrites, Store
 from engine.topic import Topic
 from engine.txn_buffer import SnapshotPolicy
 from wire.pulsar_api_pb2 import ServerError
@@ -45,10 +45,20 @@ class BrokerConfig:
     txn_end_delay_ms: int = 0
 
 
-class CommitRunner(Protocol):
-    """Runs group commits: ``work`` (the store write), then ``done(error or None)`` on the engine's thread."""
+#: A commit that replies wait for and that holds at most this many entries and bytes counts as small (see
+#: :class:`CommitRunner`): a few transactions' sends and markers, or a lone message.
+SMALL_COMMIT_ENTRIES = 32
+SMALL_COMMIT_BYTES = 256 * 1024
 
-    def run(self, work: Callable[[], None], done: Callable[[BaseException | None], None]) -> None: ...
+
+class CommitRunner(Protocol):
+    """Runs group commits: ``work`` (the store write), then ``done(error or None)`` on the engine's thread.
+
+    ``small`` marks a commit that is little work and that replies wait for: a runner with a thread of its own
+    may run it on the engine's thread instead, where it costs no hand-over to the thread and back.
+    """
+
+    def run(self, work: Callable[[], None], done: Callable[[BaseException | None], None], small: bool) -> None: ...
 
     def drain(self) -> None:
         """Wait for the commit in flight, if any."""
@@ -58,7 +68,7 @@ class CommitRunner(Protocol):
 class InlineCommits:
     """Commits on the calling thread: simple and deterministic (tests, tools)."""
 
-    def run(self, work: Callable[[], None], done: Callable[[BaseException | None], None]) -> None:
+    def run(self, work: Callable[[], None], done: Callable[[BaseException | None], None], small: bool) -> None:
         try:
             work()
         except Exception as exc:
@@ -324,6 +334,7 @@ class Broker:
         self.commits.run(
             lambda: self.store.write(staged),
             lambda error: self._committed(topics, marks, completions, error),
+            small=bool(completions) and _is_small(staged),
         )
 
     def _committed(
@@ -363,3 +374,14 @@ class Broker:
             topic.stage_cursors()
         self.store.commit()
         self.store.close()
+
+
+def _is_small(staged: StagedWrites) -> bool:
+    """Whether a commit holds at most :data:`SMALL_COMMIT_ENTRIES` entries of :data:`SMALL_COMMIT_BYTES` together."""
+    count = size = 0
+    for rows in staged.entries.values():
+        count += len(rows)
+        if count > SMALL_COMMIT_ENTRIES:
+            return False
+        size += sum(len(body) for _, _, body in rows)
+    return size <= SMALL_COMMIT_BYTES

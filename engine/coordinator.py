@@ -3,9 +3,9 @@
 Ending a transaction takes two steps, as in Pulsar: first the COMMITTING (or ABORTING) record, then,
 in one store transaction, the markers on every produced partition, the acknowledgements on every acked
 subscription and the removal of the transaction from the log. Both go into the same store transaction
-unless an end delay (a testing aid) separates them; then a crash between the two leaves a
-COMMITTING/ABORTING record that recovery finishes. A crash before the first leaves an OPEN transaction
-that recovery times out.
+(where the first, deleted by the second, need not be written) unless an end delay (a testing aid)
+separates them; then a crash between the two leaves a COMMITTING/ABORTING record that recovery
+finishes. A crash before the first leaves an OPEN transaction that recovery times out.
 
 Replies wait for durability only where a crash could otherwise break a promise. Every commit carries
 everything staged before it, in order, so a record is durable before any later reply that waited for
@@ -202,11 +202,12 @@ class Coordinators:
     def _begin_end(self, meta: TxnMeta, target: TxnStatus) -> None:
         meta.status = target
         self.timeouts.discard(meta.txn)
-        self._record(meta, {"op": "status", "status": target.value})
         if self.end_delay_ms:
+            self._record(meta, {"op": "status", "status": target.value})
             self.broker.after_commit(lambda _: self._schedule_finish(meta), None)
         else:
-            # Both steps in one store transaction: all or nothing, and one fsync less per transaction.
+            # Both steps in one store transaction: all or nothing, and one fsync less per transaction. The status
+            # record would be deleted by the transaction that writes it, so it is not written at all.
             self._finish(meta)
 
     def _schedule_finish(self, meta: TxnMeta) -> None:

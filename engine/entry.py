@@ -32,26 +32,27 @@ class Entry:
     @classmethod
     def from_metadata(cls, entry_id: int, body: bytes, meta: MessageMetadata) -> Entry:
         """Describe a body whose metadata is already parsed."""
-        if meta.HasField("ordering_key"):
+        has = meta.HasField  # bound once: this runs for every published message
+        if has("ordering_key"):
             key = meta.ordering_key
-        elif meta.HasField("partition_key"):
+        elif has("partition_key"):
             key = meta.partition_key.encode()
         else:
             key = NONE_KEY
-        is_batch = meta.HasField("num_messages_in_batch")
         txn = None
-        if meta.HasField("txnid_most_bits") or meta.HasField("txnid_least_bits"):
+        if has("txnid_most_bits") or has("txnid_least_bits"):
             txn = (meta.txnid_most_bits, meta.txnid_least_bits)
+        # Unset, deliver_at_time and marker_type read 0: no delay, no marker.
         return cls(
             entry_id,
             body,
             meta.num_messages_in_batch,
-            is_batch,
+            has("num_messages_in_batch"),
             meta.publish_time,
             key,
             txn,
             meta.marker_type,
-            meta.deliver_at_time if meta.HasField("deliver_at_time") else 0,
+            meta.deliver_at_time,
         )
 
     @classmethod

@@ -7,6 +7,7 @@ scrape of many topics stays cheap) and a histogram of how long publishes wait fo
 
 from __future__ import annotations
 
+import bisect
 import time
 import weakref
 from collections import deque
@@ -89,8 +90,7 @@ class LatencyHistogram:
 
     def observe(self, ms: float, times: int = 1) -> None:
         """Record ``times`` publishes that waited ``ms``."""
-        index = next((i for i, bound in enumerate(LATENCY_BUCKETS_MS) if ms <= bound), len(LATENCY_BUCKETS_MS))
-        self.buckets[index] += times
+        self.buckets[bisect.bisect_left(LATENCY_BUCKETS_MS, ms)] += times
         self.count += times
         self.sum_ms += ms * times
 

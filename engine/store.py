@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
+from collections.abc import Sequence
 from functools import lru_cache
 from itertools import chain
 from pathlib import Path
 from typing import NamedTuple
 
-#: Entries per INSERT statement. One multi-row INSERT binds all its rows and runs once; ``executemany`` runs once per
+#: Rows per statement. One multi-row INSERT (or DELETE) binds all its rows and runs once; ``executemany`` runs once per
 #: row and hands the GIL back for each run, so under load the writer thread waited for the busy reactor thread once
 #: per row (inserting 500 entries took 5-10 ms instead of about 1).
-ROWS_PER_INSERT = 256
+ROWS_PER_STATEMENT = 256
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -52,6 +53,9 @@ class StagedWrites(NamedTuple):
     cursors: dict[tuple[int, str], str | None]
     sequences: dict[tuple[int, str], int]
     ops: list[tuple[str, tuple[object, ...]]]
+    #: Coordinator log records ``(tc_id, txn, record)`` to add, then the transactions ``(tc_id, txn)`` to remove.
+    txn_records: list[tuple[int, int, str]]
+    txn_removals: list[tuple[int, int]]
 
 
 class TopicRecord(NamedTuple):
@@ -83,8 +87,10 @@ class Store:
         self._entries: dict[int, list[tuple[int, int, bytes]]] = defaultdict(list)
         self._cursors: dict[tuple[int, str], str | None] = {}
         self._sequences: dict[tuple[int, str], int] = {}
-        #: Transaction records, in order: (statement, parameters).
+        #: Other writes, in order: (statement, parameters).
         self._ops: list[tuple[str, tuple[object, ...]]] = []
+        self._txn_records: list[tuple[int, int, str]] = []
+        self._txn_removals: list[tuple[int, int]] = []
 
     @staticmethod
     def _connect(path: Path | str) -> sqlite3.Connection:
@@ -263,11 +269,11 @@ class Store:
 
     def stage_txn_record(self, tc_id: int, txn: int, record: str) -> None:
         """Stage a coordinator log record."""
-        self._ops.append(("INSERT INTO txn_log (tc_id, txn, record) VALUES (?, ?, ?)", (tc_id, txn, record)))
+        self._txn_records.append((tc_id, txn, record))
 
     def stage_txn_removal(self, tc_id: int, txn: int) -> None:
-        """Stage the removal of a finished transaction's records."""
-        self._ops.append(("DELETE FROM txn_log WHERE tc_id = ? AND txn = ?", (tc_id, txn)))
+        """Stage the removal of a finished transaction's records (it has no records staged after this)."""
+        self._txn_removals.append((tc_id, txn))
 
     def txn_buffer_snapshot(self, topic_id: int) -> str | None:
         """A topic's latest transaction-buffer snapshot."""
@@ -327,14 +333,19 @@ class Store:
 
     @property
     def has_staged(self) -> bool:
-        return bool(self._entries or self._cursors or self._sequences or self._ops)
+        return bool(
+            self._entries or self._cursors or self._sequences or self._ops or self._txn_records or self._txn_removals
+        )
 
     def take_staged(self) -> StagedWrites | None:
         """Empty the staging area and return what it held (None if nothing)."""
         if not self.has_staged:
             return None
-        staged = StagedWrites(self._entries, self._cursors, self._sequences, self._ops)
+        staged = StagedWrites(
+            self._entries, self._cursors, self._sequences, self._ops, self._txn_records, self._txn_removals
+        )
         self._entries, self._cursors, self._sequences, self._ops = defaultdict(list), {}, {}, []
+        self._txn_records, self._txn_removals = [], []
         return staged
 
     def commit(self) -> None:
@@ -345,32 +356,41 @@ class Store:
 
     def write(self, staged: StagedWrites) -> None:
         """Make taken writes durable in one transaction (may run on another thread, one call at a time)."""
-        entries, cursors, sequences, ops = staged
+        entries, cursors, sequences, ops, txn_records, txn_removals = staged
         db = self._writer
         db.execute("BEGIN")
         try:
             for topic_id, rows in entries.items():
-                for start in range(0, len(rows), ROWS_PER_INSERT):
-                    chunk = rows[start : start + ROWS_PER_INSERT]
-                    db.execute(_insert_entries(topic_id, len(chunk)), list(chain.from_iterable(chunk)))
+                _execute_rows(db, f"INSERT INTO ledger_{topic_id} VALUES", "(?, ?, ?)", ", ", rows)
             for (topic_id, name), state in cursors.items():
                 if state is None:
                     db.execute("DELETE FROM cursors WHERE topic_id = ? AND name = ?", (topic_id, name))
                 else:
                     db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?, ?)", (topic_id, name, state))
-            db.executemany(
-                "INSERT OR REPLACE INTO producer_sequences VALUES (?, ?, ?)",
-                [(t, p, s) for (t, p), s in sequences.items()],
-            )
+            if sequences:
+                db.executemany(
+                    "INSERT OR REPLACE INTO producer_sequences VALUES (?, ?, ?)",
+                    [(t, p, s) for (t, p), s in sequences.items()],
+                )
             for statement, params in ops:
                 db.execute(statement, params)
+            _execute_rows(db, "INSERT INTO txn_log (tc_id, txn, record) VALUES", "(?, ?, ?)", ", ", txn_records)
+            _execute_rows(db, "DELETE FROM txn_log WHERE", "(tc_id = ? AND txn = ?)", " OR ", txn_removals)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
 
 
+def _execute_rows(
+    db: sqlite3.Connection, head: str, row: str, separator: str, rows: Sequence[tuple[object, ...]]
+) -> None:
+    """Run ``head`` followed by one ``row`` per row, joined by ``separator``: :data:`ROWS_PER_STATEMENT` rows a time."""
+    for start in range(0, len(rows), ROWS_PER_STATEMENT):
+        chunk = rows[start : start + ROWS_PER_STATEMENT]
+        db.execute(_statement(head, row, separator, len(chunk)), list(chain.from_iterable(chunk)))
+
+
 @lru_cache(maxsize=1024)
-def _insert_entries(topic_id: int, rows: int) -> str:
-    """The INSERT of ``rows`` entries into a topic's ledger table."""
-    return f"INSERT INTO ledger_{topic_id} VALUES " + ", ".join(["(?, ?, ?)"] * rows)
+def _statement(head: str, row: str, separator: str, rows: int) -> str:
+    return f"{head} {separator.join([row] * rows)}"

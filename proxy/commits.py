@@ -1,4 +1,4 @@
-"""Group commits on a thread of their own, so the reactor keeps serving while SQLite fsyncs."""
+"""Group commits: large ones on a thread of their own, so the reactor keeps serving while SQLite fsyncs."""
 
 from __future__ import annotations
 
@@ -6,19 +6,30 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from engine.broker import InlineCommits
+
 
 class ThreadedCommits:
     """A :class:`engine.broker.CommitRunner` backed by one writer thread.
 
-    The store write runs on the thread (sqlite3 releases the GIL while it works and fsyncs); its
-    completion is handed back to the reactor thread with ``callFromThread``.
+    A large store write runs on the thread (sqlite3 releases the GIL while it works and fsyncs), so the reactor
+    keeps reading and parsing meanwhile; its completion is handed back to the reactor thread with
+    ``callFromThread``. A small one runs on the reactor thread: the two hand-overs (waking the writer, then the
+    reactor, each also waiting for the GIL) take about half as long as the write itself, and a client waiting for
+    a few replies gains nothing from the overlap (8 clients looping over one-message transactions: about 20% more
+    transactions per second).
     """
 
     def __init__(self, reactor: Any) -> None:
         self._reactor = reactor
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="group-commit")
+        self._here = InlineCommits()
 
-    def run(self, work: Callable[[], None], done: Callable[[BaseException | None], None]) -> None:
+    def run(self, work: Callable[[], None], done: Callable[[BaseException | None], None], small: bool) -> None:
+        if small:
+            self._here.run(work, done, small)
+            return
+
         def finished(future: Future[None]) -> None:
             self._reactor.callFromThread(done, future.exception())
 

@@ -37,7 +37,6 @@ from wire.pulsar_api_pb2 import (
     BaseCommand,
     CommandAck,
     CommandGetTopicsOfNamespace,
-    CommandSend,
     KeySharedMode,
     ServerError,
 )
@@ -195,7 +194,7 @@ class PulsarConnection(protocol.Protocol):
         if self.state is State.CLOSED:
             return
         log.warning("[%s] closing connection: %s", self.peer, reason)
-        self._flush()
+        self.flush()
         self.state = State.CLOSED
         self.transport.loseConnection()
         self.service.reactor.callLater(CLOSE_GRACE_SECONDS, self.transport.abortConnection)
@@ -212,10 +211,11 @@ class PulsarConnection(protocol.Protocol):
         if self.state is State.CLOSED:
             return
         if not self._outbox:
-            self.service.reactor.callLater(0, self._flush)
+            self.service.flush_later(self)
         self._outbox.append(data)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Send what was written during this turn of the reactor."""
         if self._outbox and self.state is not State.CLOSED:
             self.transport.write(b"".join(self._outbox))
         self._outbox.clear()
@@ -371,25 +371,26 @@ class PulsarConnection(protocol.Protocol):
         if body is None:
             raise ProtocolError("SEND without a message body")
         message = parse_body(body)
+        sequence_id = send.sequence_id
         if not message.checksum_ok:
             self.send(
                 T.SEND_ERROR,
-                producer_id=send.producer_id,
-                sequence_id=send.sequence_id,
+                producer_id=producer.producer_id,
+                sequence_id=sequence_id,
                 error=ServerError.ChecksumError,
                 message="Checksum failed on the broker",
             )
             return
-        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else -1
+        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else None
         self._pending_sends += 1
         if self._pending_sends >= MAX_PENDING_SENDS and not self._reading_paused:
             # As Pulsar: stop reading from a client that sends faster than its entries become durable.
             self._reading_paused = True
             self.transport.pauseProducing()
-        self.service.publish(self, producer, send, message, highest)
+        self.service.publish(self, producer, send, message, sequence_id, highest)
 
-    def receipt(self, producer: Producer, send: CommandSend, result: int | BrokerError) -> None:
-        """Answer a SEND once its entry is durable (or it failed)."""
+    def receipt(self, producer: Producer, sequence_id: int, highest: int | None, result: int | BrokerError) -> None:
+        """Answer a SEND once its entry is durable (or it failed); ``highest`` is the SEND's highest sequence id."""
         self._pending_sends -= 1
         if self._reading_paused and self._pending_sends <= MAX_PENDING_SENDS // 2 and self.state is not State.CLOSED:
             self._reading_paused = False
@@ -397,8 +398,8 @@ class PulsarConnection(protocol.Protocol):
         if isinstance(result, BrokerError):
             self.send(
                 T.SEND_ERROR,
-                producer_id=send.producer_id,
-                sequence_id=send.sequence_id,
+                producer_id=producer.producer_id,
+                sequence_id=sequence_id,
                 error=result.code,
                 message=result.message,
             )
@@ -407,8 +408,7 @@ class PulsarConnection(protocol.Protocol):
             ledger = entry = NO_ID
         else:
             ledger, entry = producer.topic.ledger_id, result  # type: ignore[union-attr]
-        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else None
-        self.write(self._receipts.encode(send.producer_id, send.sequence_id, ledger, entry, highest))
+        self.write(self._receipts.encode(producer.producer_id, sequence_id, ledger, entry, highest))
 
     def _on_close_producer(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.close_producer

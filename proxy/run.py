@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import socket
 import time
@@ -18,6 +19,11 @@ from proxy.server import BrokerService, PulsarFactory
 from proxy.transport import adopt_eager
 
 log = logging.getLogger("pulsar_txn_proxy")
+
+#: Allocations between collections of the youngest generation (CPython's default is 700). Every message allocates a
+#: handful of short-lived objects, so the default collects every few dozen messages: about 6% of a SEND's work.
+#: Reference counting frees those objects; the collector only finds cycles, which the message path does not make.
+GC_YOUNG_THRESHOLD = 50_000
 
 
 def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> int:
@@ -53,6 +59,9 @@ def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> i
         broker.close()
 
     reactor.addSystemEventTrigger("before", "shutdown", shutdown)
+    # What start-up built lives as long as the process: move it out of the collector's sight, then collect rarely.
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     log.info(
         "serving pulsar://%s:%d, data in %s, started in %.0f ms",
         settings.host,

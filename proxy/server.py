@@ -40,6 +40,19 @@ class BrokerService:
         self.port = port
         self.server_version = f"pulsar-txn-proxy {VERSION}"
         self.connections: set[PulsarConnection] = set()
+        #: Connections with frames written during this turn of the reactor, flushed together at its end.
+        self._unflushed: list[PulsarConnection] = []
+
+    def flush_later(self, connection: PulsarConnection) -> None:
+        """Flush ``connection`` at the end of this turn (one timed call for every connection written to)."""
+        if not self._unflushed:
+            self.reactor.callLater(0, self._flush)
+        self._unflushed.append(connection)
+
+    def _flush(self) -> None:
+        unflushed, self._unflushed = self._unflushed, []
+        for connection in unflushed:
+            connection.flush()
 
     # -- lookup ---------------------------------------------------------------------------------
 
@@ -84,9 +97,13 @@ class BrokerService:
         producer: Producer,
         send: CommandSend,
         message: MessageBody,
-        highest: int,
+        sequence_id: int,
+        highest: int | None,
     ) -> None:
-        """Append a message; the receipt goes out once it is durable (at once on a non-persistent topic)."""
+        """Append a message; the receipt goes out once it is durable (at once on a non-persistent topic).
+
+        ``sequence_id`` and ``highest`` (its highest sequence id, if it gave one) are read from ``send`` already.
+        """
         topic = producer.topic
         assert topic is not None
         transactional = send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits")
@@ -95,7 +112,7 @@ class BrokerService:
                 # As Pulsar: its non-persistent topic throws on a transactional publish, which closes the connection.
                 connection.close("PublishTxnMessage is not supported by non-persistent topic")
                 return
-            connection.receipt(producer, send, MESSAGE_ID)
+            connection.receipt(producer, sequence_id, highest, MESSAGE_ID)
             topic.publish(producer, message.body, message.metadata)
             return
         txn = None
@@ -104,15 +121,15 @@ class BrokerService:
             try:
                 check_transactional_send(connection, topic.name.full, txn)
             except BrokerError as exc:
-                connection.receipt(producer, send, exc)
+                connection.receipt(producer, sequence_id, highest, exc)
                 return
         topic.publish(
             producer,
-            send.sequence_id,
-            highest,
+            sequence_id,
+            -1 if highest is None else highest,
             message.body,
             message.metadata,
-            partial(connection.receipt, producer, send),
+            partial(connection.receipt, producer, sequence_id, highest),
             txn,
         )
 

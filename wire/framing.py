@@ -74,9 +74,8 @@ class FrameDecoder:
                 if command_size > total - 4:
                     raise ProtocolError(f"command size {command_size} exceeds frame size {total}")
                 command_end = start + 4 + command_size
-                command = BaseCommand()
                 try:
-                    command.ParseFromString(data[start + 4 : command_end])
+                    command = BaseCommand.FromString(data[start + 4 : command_end])
                 except DecodeError as exc:
                     raise ProtocolError(f"command does not parse: {exc}") from None
                 if not command.HasField("type"):

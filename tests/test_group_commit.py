@@ -1,0 +1,125 @@
+"""The group commit: which commits are small, where each kind runs, and multi-row transaction-log writes."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.broker import SMALL_COMMIT_BYTES, SMALL_COMMIT_ENTRIES, Broker, InlineCommits
+from engine.clock import ManualClock
+from engine.store import ROWS_PER_STATEMENT, Store
+from engine.topic import AccessMode, Producer
+from proxy.commits import ThreadedCommits
+from wire.framing import make_body
+from wire.pulsar_api_pb2 import MessageMetadata
+
+TOPIC = "persistent://public/default/group-commit"
+
+
+class RecordingCommits(InlineCommits):
+    """Commits inline, remembering whether the broker called each commit small."""
+
+    def __init__(self) -> None:
+        self.small: list[bool] = []
+
+    def run(self, work: Callable[[], None], done: Callable[[BaseException | None], None], small: bool) -> None:
+        self.small.append(small)
+        super().run(work, done, small)
+
+
+class Sink:
+    def close_producer(self, producer: Producer) -> None:
+        pass
+
+    def producer_ready(self, producer: Producer) -> None:
+        pass
+
+
+def _publish(broker: Broker, clock: ManualClock, payloads: list[bytes]) -> list[object]:
+    """Publish ``payloads`` in one turn and let the commit run; the receipts' results."""
+    topic = broker.topic(TOPIC)
+    producer = Producer(1, "p", AccessMode.SHARED, 0, Sink())
+    topic.add_producer(producer)
+    results: list[object] = []
+    for seq, payload in enumerate(payloads):
+        meta = MessageMetadata(producer_name="p", sequence_id=seq, publish_time=1)
+        topic.publish(producer, seq, -1, make_body(meta, payload), meta, results.append)
+    clock.advance(0)
+    topic.remove_producer(producer)
+    return results
+
+
+def test_commits_that_replies_wait_for_are_small_only_up_to_the_limits(tmp_path: Path) -> None:
+    clock, commits = ManualClock(), RecordingCommits()
+    broker = Broker(Store(tmp_path / "store.sqlite"), clock, commits=commits)
+    assert len(_publish(broker, clock, [b"one"])) == 1
+    assert len(_publish(broker, clock, [b"m"] * SMALL_COMMIT_ENTRIES)) == SMALL_COMMIT_ENTRIES
+    assert len(_publish(broker, clock, [b"m"] * (SMALL_COMMIT_ENTRIES + 1))) == SMALL_COMMIT_ENTRIES + 1
+    assert len(_publish(broker, clock, [b"x" * (SMALL_COMMIT_BYTES + 1)])) == 1
+    assert commits.small == [True, True, False, False]
+    # A commit nobody waits for (a counter, here) is never small, however little it holds.
+    broker.store.stage_counter("c", 1)
+    broker.request_flush()
+    clock.advance(0)
+    assert commits.small[-1] is False
+    assert broker.store.counter("c") == 1
+    broker.close()
+
+
+class CallsFromThreads:
+    """The part of a reactor ThreadedCommits uses: calls handed over from other threads, run when the test says."""
+
+    def __init__(self) -> None:
+        self.calls: queue.Queue[tuple[Callable[..., Any], tuple[Any, ...]]] = queue.Queue()
+
+    def callFromThread(self, fn: Callable[..., Any], *args: Any) -> None:  # noqa: N802 (Twisted's name)
+        self.calls.put((fn, args))
+
+    def run_next(self) -> None:
+        fn, args = self.calls.get(timeout=10)
+        fn(*args)
+
+
+def test_threaded_commits_run_small_ones_here_and_large_ones_on_the_writer_thread() -> None:
+    reactor = CallsFromThreads()
+    commits = ThreadedCommits(reactor)
+    here = threading.get_ident()
+    ran_on: list[int] = []
+    outcomes: list[BaseException | None] = []
+    commits.run(lambda: ran_on.append(threading.get_ident()), outcomes.append, small=True)
+    assert ran_on == [here] and outcomes == [None]
+    commits.run(lambda: ran_on.append(threading.get_ident()), outcomes.append, small=False)
+    reactor.run_next()
+    assert ran_on[1] != here and outcomes == [None, None]
+
+    def fail() -> None:
+        raise OSError("disk full")
+
+    commits.run(fail, outcomes.append, small=True)
+    commits.run(fail, outcomes.append, small=False)
+    reactor.run_next()
+    assert [str(outcome) for outcome in outcomes[2:]] == ["disk full", "disk full"]
+    commits.drain()
+
+
+def test_transaction_log_records_and_removals_beyond_one_statement(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store.sqlite")
+    txns = ROWS_PER_STATEMENT + 44
+    for txn in range(txns):
+        store.stage_txn_record(txn % 16, txn, f"open {txn}")
+        store.stage_txn_record(txn % 16, txn, f"partition {txn}")
+    store.commit()
+    assert store.txn_log() == [
+        (txn % 16, txn, f"{op} {txn}") for txn in range(txns) for op in ("open", "partition")
+    ]
+    for txn in range(1, txns):
+        store.stage_txn_removal(txn % 16, txn)
+    # A transaction opened and removed within the same commit leaves nothing either.
+    store.stage_txn_record(5, 10_000, "open 10000")
+    store.stage_txn_removal(5, 10_000)
+    store.commit()
+    assert store.txn_log() == [(0, 0, "open 0"), (0, 0, "partition 0")]
+    store.close()
