@@ -159,7 +159,7 @@ class PulsarConnection(protocol.Protocol):
             try:
                 item = next(frames)
             except StopIteration:
-                return
+                break
             except ProtocolError as exc:
                 self.close(f"malformed frame: {exc}")
                 return
@@ -171,6 +171,8 @@ class PulsarConnection(protocol.Protocol):
                 log.exception("[%s] failed handling %s", self.peer, type_name(item.command.type))
                 self.close("internal error")
         frames.close()
+        # What this read was answered at once goes out now, not after the reads of every other connection this turn.
+        self.flush()
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:  # noqa: N802
         self.state = State.CLOSED
