@@ -171,7 +171,7 @@ class PulsarConnection(protocol.Protocol):
                 log.exception("[%s] failed handling %s", self.peer, type_name(item.command.type))
                 self.close("internal error")
         frames.close()
-        # What this read was answered at once goes out now, not after the reads of every other connection this turn.
+        # The answers to this read go out now, not after the reads of every other connection in this turn.
         self.flush()
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:  # noqa: N802
@@ -209,7 +209,7 @@ class PulsarConnection(protocol.Protocol):
         self.write(frame(T.PING))
 
     def write(self, data: bytes) -> None:
-        """Send bytes unless the connection is closed: at the end of this reactor turn, with the turn's other frames."""
+        """Send bytes unless the connection is closed: after the read being handled, else at the end of this turn."""
         if self.state is State.CLOSED:
             return
         if not self._outbox:
@@ -217,7 +217,7 @@ class PulsarConnection(protocol.Protocol):
         self._outbox.append(data)
 
     def flush(self) -> None:
-        """Send what was written during this turn of the reactor."""
+        """Send what was written since the last flush, in one write."""
         if self._outbox and self.state is not State.CLOSED:
             self.transport.write(b"".join(self._outbox))
         self._outbox.clear()
