@@ -15,6 +15,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.BiFunction;
 import java.util.function.Supplier;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.Producer;
@@ -96,39 +97,25 @@ public final class TxnBench {
      */
     private static Map<String, Object> throughput(String url, String topic, int clients, double seconds,
             double warmupSeconds) throws Exception {
-        AtomicLong measured = new AtomicLong();
-        AtomicLong failed = new AtomicLong();
-        AtomicReference<String> firstError = new AtomicReference<>();
-        AtomicInteger phase = new AtomicInteger(WARMING_UP);
-        List<TxnLoop> loops = new ArrayList<>();
-        for (int i = 0; i < clients; i++) {
-            PulsarClient client = client(url);
-            Producer<byte[]> producer = producer(client, topic, false);
-            loops.add(new TxnLoop(() -> inOneTransaction(client, producer, 1), phase, measured, failed, firstError));
-        }
-        loops.forEach(TxnLoop::next);
+        Loops loops = new Loops(url, topic, clients, false,
+                (client, producer) -> () -> inOneTransaction(client, producer, 1));
         Thread.sleep((long) (warmupSeconds * 1000));
-        phase.set(MEASURING);
+        loops.phase.set(MEASURING);
         long started = System.nanoTime();
         Thread.sleep((long) (seconds * 1000));
-        phase.set(DONE);
-        long committed = measured.get();
+        loops.phase.set(DONE);
+        long committed = loops.measured.get();
         long elapsed = System.nanoTime() - started;
-        List<Long> all = new ArrayList<>();
-        for (TxnLoop loop : loops) {
-            loop.stopped.get(60, SECONDS);
-            all.addAll(loop.samples);
-        }
-        all.sort(null);
+        List<Long> latencies = loops.stop();
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("clients", clients);
         out.put("seconds", elapsed / 1e9);
         out.put("committed", committed);
         out.put("txn_per_second", committed / (elapsed / 1e9));
-        out.put("latency_p50_ms", percentile(all, 0.50));
-        out.put("latency_p99_ms", percentile(all, 0.99));
-        out.put("failed", failed.get());
-        out.put("first_error", firstError.get());
+        out.put("latency_p50_ms", percentile(latencies, 0.50));
+        out.put("latency_p99_ms", percentile(latencies, 0.99));
+        out.put("failed", loops.failed.get());
+        out.put("first_error", loops.firstError.get());
         return out;
     }
 
@@ -139,18 +126,8 @@ public final class TxnBench {
     private static Map<String, Object> load(String url, String topic, int clients, int messages, double phaseSeconds,
             int rounds, boolean batched) throws Exception {
         AtomicBoolean transactional = new AtomicBoolean();
-        AtomicLong measured = new AtomicLong();
-        AtomicLong failed = new AtomicLong();
-        AtomicReference<String> firstError = new AtomicReference<>();
-        AtomicInteger phase = new AtomicInteger(WARMING_UP);
-        List<TxnLoop> loops = new ArrayList<>();
-        for (int i = 0; i < clients; i++) {
-            PulsarClient client = client(url);
-            Producer<byte[]> producer = producer(client, topic, batched);
-            loops.add(new TxnLoop(() -> transactional.get() ? inOneTransaction(client, producer, messages)
-                    : plainly(producer, messages), phase, measured, failed, firstError));
-        }
-        loops.forEach(TxnLoop::next);
+        Loops loops = new Loops(url, topic, clients, batched, (client, producer) -> () -> transactional.get()
+                ? inOneTransaction(client, producer, messages) : plainly(producer, messages));
         Thread.sleep(1500);
         transactional.set(true);
         Thread.sleep(1500);
@@ -158,16 +135,14 @@ public final class TxnBench {
         List<Double> txnRates = new ArrayList<>();
         List<Double> ratios = new ArrayList<>();
         for (int round = 0; round < rounds; round++) {
-            double plain = phase(false, transactional, phase, measured, phaseSeconds) * messages;
-            double txn = phase(true, transactional, phase, measured, phaseSeconds) * messages;
+            double plain = phase(false, transactional, loops, phaseSeconds) * messages;
+            double txn = phase(true, transactional, loops, phaseSeconds) * messages;
             plainRates.add(plain);
             txnRates.add(txn);
             ratios.add(plain / txn);
         }
-        phase.set(DONE);
-        for (TxnLoop loop : loops) {
-            loop.stopped.get(60, SECONDS);
-        }
+        loops.phase.set(DONE);
+        loops.stop();
         List<Double> sorted = new ArrayList<>(ratios);
         sorted.sort(null);
         Map<String, Object> out = new LinkedHashMap<>();
@@ -178,49 +153,76 @@ public final class TxnBench {
         out.put("txn_msg_per_second", txnRates);
         out.put("ratios", ratios);
         out.put("ratio", sorted.get(sorted.size() / 2));
-        out.put("failed", failed.get());
-        out.put("first_error", firstError.get());
+        out.put("failed", loops.failed.get());
+        out.put("first_error", loops.firstError.get());
         return out;
     }
 
     /** One measured phase of {@link #load}: units per second of one kind, after the other kind's units ended. */
-    private static double phase(boolean kind, AtomicBoolean transactional, AtomicInteger phase, AtomicLong measured,
-            double seconds) throws InterruptedException {
-        phase.set(WARMING_UP);
+    private static double phase(boolean kind, AtomicBoolean transactional, Loops loops, double seconds)
+            throws InterruptedException {
+        loops.phase.set(WARMING_UP);
         transactional.set(kind);
         Thread.sleep(500);
-        measured.set(0);
-        phase.set(MEASURING);
+        loops.measured.set(0);
+        loops.phase.set(MEASURING);
         long started = System.nanoTime();
         Thread.sleep((long) (seconds * 1000));
-        long units = measured.get();
+        long units = loops.measured.get();
         long elapsed = System.nanoTime() - started;
-        phase.set(WARMING_UP);
+        loops.phase.set(WARMING_UP);
         return units / (elapsed / 1e9);
+    }
+
+    /**
+     * {@code clients} loops, each on a client and producer of its own, started at once and sharing the phase
+     * (WARMING_UP, MEASURING, DONE) and the counters.
+     */
+    private static final class Loops {
+        final AtomicInteger phase = new AtomicInteger(WARMING_UP);
+        /** Units that ended while MEASURING. */
+        final AtomicLong measured = new AtomicLong();
+        final AtomicLong failed = new AtomicLong();
+        final AtomicReference<String> firstError = new AtomicReference<>();
+        private final List<TxnLoop> loops = new ArrayList<>();
+
+        Loops(String url, String topic, int clients, boolean batched,
+                BiFunction<PulsarClient, Producer<byte[]>, Supplier<CompletableFuture<Void>>> unit)
+                throws PulsarClientException {
+            for (int i = 0; i < clients; i++) {
+                PulsarClient client = client(url);
+                loops.add(new TxnLoop(unit.apply(client, producer(client, topic, batched)), this));
+            }
+            loops.forEach(TxnLoop::next);
+        }
+
+        /** Wait for every loop to stop (set the phase to DONE first); the measured latencies, sorted. */
+        List<Long> stop() throws Exception {
+            List<Long> all = new ArrayList<>();
+            for (TxnLoop loop : loops) {
+                loop.stopped.get(60, SECONDS);
+                all.addAll(loop.samples);
+            }
+            all.sort(null);
+            return all;
+        }
     }
 
     /** One client's loop: run a unit (a transaction, or plain sends), again until the phase is DONE. */
     private static final class TxnLoop {
         private final Supplier<CompletableFuture<Void>> unit;
-        private final AtomicInteger phase;
-        private final AtomicLong measured;
-        private final AtomicLong failed;
-        private final AtomicReference<String> firstError;
-        /** Latencies of the measured transactions, in nanoseconds (one step runs at a time: no locking). */
+        private final Loops shared;
+        /** Latencies of the measured units, in nanoseconds (one step runs at a time: no locking). */
         final List<Long> samples = new ArrayList<>();
         final CompletableFuture<Void> stopped = new CompletableFuture<>();
 
-        TxnLoop(Supplier<CompletableFuture<Void>> unit, AtomicInteger phase, AtomicLong measured,
-                AtomicLong failed, AtomicReference<String> firstError) {
+        TxnLoop(Supplier<CompletableFuture<Void>> unit, Loops shared) {
             this.unit = unit;
-            this.phase = phase;
-            this.measured = measured;
-            this.failed = failed;
-            this.firstError = firstError;
+            this.shared = shared;
         }
 
         void next() {
-            int state = phase.get();
+            int state = shared.phase.get();
             if (state == DONE) {
                 stopped.complete(null);
                 return;
@@ -229,10 +231,10 @@ public final class TxnBench {
             unit.get()
                     .whenComplete((ignored, error) -> {
                         if (error != null) {
-                            failed.incrementAndGet();
-                            firstError.compareAndSet(null, Scenarios.describe(error).toString());
-                        } else if (state == MEASURING && phase.get() == MEASURING) {
-                            measured.incrementAndGet();
+                            shared.failed.incrementAndGet();
+                            shared.firstError.compareAndSet(null, Scenarios.describe(error).toString());
+                        } else if (state == MEASURING && shared.phase.get() == MEASURING) {
+                            shared.measured.incrementAndGet();
                             samples.add(System.nanoTime() - began);
                         }
                         next();
