@@ -206,7 +206,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=3, help="warm-up seconds before measuring")
     parser.add_argument("--messages", type=int, default=100, help="messages per transaction for the cost figure")
     parser.add_argument("--repetitions", type=int, default=100, help="repetitions of the cost figure")
-    parser.add_argument("--rounds", type=int, default=3, help="plain/transactional rounds of the cost under load")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="plain/transactional rounds of the cost under load (ratios vary by round)"
+    )
     parser.add_argument("--phase-seconds", type=float, default=4, help="measured seconds of each phase of a round")
     parser.add_argument("--entries", type=int, default=1_000_000, help="entries of the recovered topic")
     args = parser.parse_args()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.errors import BrokerError
 from wire.pulsar_api_pb2 import ServerError
@@ -23,6 +23,11 @@ class TopicName:
     tenant: str
     namespace: str
     local: str
+    #: ``domain://tenant/namespace/local``, built once: commands and sends look topics up by it.
+    full: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "full", f"{self.domain}://{self.tenant}/{self.namespace}/{self.local}")
 
     @classmethod
     @functools.lru_cache(maxsize=65536)  # names are immutable, and parsing runs on every command
@@ -41,10 +46,6 @@ class TopicName:
         if not (_NAMED.match(tenant) and _NAMED.match(namespace)) or not local or local.strip() != local:
             raise BrokerError(ServerError.InvalidTopicName, f"Invalid topic name: {name}")
         return cls(domain, tenant, namespace, local)
-
-    @property
-    def full(self) -> str:
-        return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local}"
 
     @property
     def persistent(self) -> bool:

@@ -21,6 +21,7 @@ from wire.pulsar_api_pb2 import MessageMetadata, ServerError
 
 if TYPE_CHECKING:
     from engine.broker import Broker
+    from engine.coordinator import TxnMeta
     from engine.non_persistent import NonPersistentTopic
 
 #: Entries kept in memory per topic partition for dispatch without reading the store.
@@ -62,6 +63,9 @@ class Producer:
     #: Messages and bytes this producer published.
     messages_in: int = 0
     bytes_in: int = 0
+    #: The transaction of this producer's last accepted transactional send: its next sends in the same open
+    #: transaction need no lookup (a transaction's partitions only grow while it is open).
+    accepted_txn: TxnMeta | None = None
 
 
 #: Completion of a publish: the entry id (or ``DUPLICATE``), or the error.

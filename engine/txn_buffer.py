@@ -85,9 +85,9 @@ class TransactionBuffer:
 
     def appended(self, entry: Entry) -> None:
         """A transactional entry was staged."""
-        txn = TxnId(*entry.txn)  # type: ignore[misc]
-        if txn in self.ongoing:
+        if entry.txn in self.ongoing:  # a TxnId equals and hashes as its (most, least) tuple
             return
+        txn = TxnId(*entry.txn)  # type: ignore[misc]
         if not self.has_snapshot:
             # The first transactional entry of this topic: record the state before it, so that
             # recovery knows where to start replaying.

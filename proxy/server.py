@@ -119,7 +119,7 @@ class BrokerService:
         if transactional:
             txn = TxnId(send.txnid_most_bits, send.txnid_least_bits)
             try:
-                check_transactional_send(connection, topic.name.full, txn)
+                check_transactional_send(connection, producer, txn)
             except BrokerError as exc:
                 connection.receipt(producer, sequence_id, highest, exc)
                 return

@@ -9,10 +9,11 @@ from engine.cursor import words_to_mask
 from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.subscription import Consumer
-from engine.transactions import TxnAction, TxnId
+from engine.transactions import TxnAction, TxnId, TxnStatus
 from wire.pulsar_api_pb2 import BaseCommand, CommandAck, ServerError
 
 if TYPE_CHECKING:
+    from engine.topic import Producer
     from proxy.connection import PulsarConnection
 
 T = BaseCommand
@@ -168,17 +169,22 @@ class TransactionCommands:
         self._run(T.END_TXN_ON_SUBSCRIPTION_RESPONSE, request, txn, action)
 
 
-def check_transactional_send(connection: PulsarConnection, topic_name: str, txn: TxnId) -> None:
-    """Reject a send in a transaction that is not open, or to a partition not added to it.
+def check_transactional_send(connection: PulsarConnection, producer: Producer, txn: TxnId) -> None:
+    """Reject a send of ``producer`` in a transaction that is not open, or to a partition not added to it.
 
     The error is NotAllowedError, which the Java client reports for that message alone.
     """
+    accepted = producer.accepted_txn
+    if accepted is not None and accepted.txn == txn and accepted.status is TxnStatus.OPEN:
+        return
     try:
         meta = connection.broker.coordinators.require_open(txn)
     except BrokerError as exc:
         raise BrokerError(ServerError.NotAllowedError, exc.message) from None
+    topic_name = producer.topic.name.full  # type: ignore[union-attr]
     if topic_name not in meta.partitions:
         raise BrokerError(ServerError.NotAllowedError, f"Partition {topic_name} was not added to transaction {txn}")
+    producer.accepted_txn = meta
 
 
 def transactional_ack(connection: PulsarConnection, consumer: Consumer | None, request: CommandAck) -> None:

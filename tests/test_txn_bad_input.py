@@ -283,3 +283,28 @@ def test_transactional_send_needs_an_open_txn_with_the_partition(witness: Witnes
     with pytest.raises(pulsar.Timeout):
         consumer.receive(300)
     consumer.close()
+
+
+@pytest.mark.parametrize("ending", ["aborted", "timed-out"])
+def test_producer_in_a_txn_is_refused_once_it_ended(witness: Witness, raw: RawConnection, ending: str) -> None:
+    """A producer's sends in one transaction are accepted while it is open and refused once it ended."""
+    topic = _topic()
+    raw.send(T.PRODUCER, topic=topic, producer_id=1, request_id=rid())
+    name = raw.expect(T.PRODUCER_SUCCESS).producer_success.producer_name
+    txn = _open(raw, ttl_ms=TXN_TTL_MS)
+    assert _error(_add_partition(raw, txn, topic)) is None
+    for sequence_id in (0, 1):
+        _txn_send(raw, name, sequence_id, b"in-txn", txn)
+        assert raw.expect(T.SEND_RECEIPT).send_receipt.sequence_id == sequence_id
+    if ending == "aborted":
+        assert _error(_end(raw, txn, TxnAction.ABORT)) is None
+    else:
+        time.sleep(TXN_TTL_MS / 1000 + 0.3)
+    _txn_send(raw, name, 2, b"after-end", txn)
+    error = raw.expect(T.SEND_ERROR).send_error
+    assert (error.sequence_id, error.error) == (2, ServerError.NotAllowedError)
+    raw.assert_open()
+    consumer = witness.client.subscribe(topic, "check", initial_position=pulsar.InitialPosition.Earliest)
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(500)
+    consumer.close()
