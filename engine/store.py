@@ -52,10 +52,16 @@ class StagedWrites(NamedTuple):
     entries: dict[int, list[tuple[int, int, bytes]]]
     cursors: dict[tuple[int, str], str | None]
     sequences: dict[tuple[int, str], int]
+    #: Other writes, in order: (statement, parameters).
     ops: list[tuple[str, tuple[object, ...]]]
     #: Coordinator log records ``(tc_id, txn, record)`` to add, then the transactions ``(tc_id, txn)`` to remove.
     txn_records: list[tuple[int, int, str]]
     txn_removals: list[tuple[int, int]]
+
+    @classmethod
+    def empty(cls) -> StagedWrites:
+        """A staging area holding nothing."""
+        return cls(defaultdict(list), {}, {}, [], [], [])
 
 
 class TopicRecord(NamedTuple):
@@ -84,13 +90,7 @@ class Store:
         # Group commits go through a connection of their own, so that they may run on another
         # thread while this one keeps reading (WAL lets readers and one writer work side by side).
         self._writer = self._connect(path)
-        self._entries: dict[int, list[tuple[int, int, bytes]]] = defaultdict(list)
-        self._cursors: dict[tuple[int, str], str | None] = {}
-        self._sequences: dict[tuple[int, str], int] = {}
-        #: Other writes, in order: (statement, parameters).
-        self._ops: list[tuple[str, tuple[object, ...]]] = []
-        self._txn_records: list[tuple[int, int, str]] = []
-        self._txn_removals: list[tuple[int, int]] = []
+        self._staged = StagedWrites.empty()
 
     @staticmethod
     def _connect(path: Path | str) -> sqlite3.Connection:
@@ -136,9 +136,9 @@ class Store:
 
     def delete_topic(self, name: str, topic_id: int) -> None:
         """Drop a topic partition's log, cursors and producer state."""
-        for key in [k for k in self._cursors if k[0] == topic_id]:
-            del self._cursors[key]
-        self._entries.pop(topic_id, None)
+        for key in [k for k in self._staged.cursors if k[0] == topic_id]:
+            del self._staged.cursors[key]
+        self._staged.entries.pop(topic_id, None)
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.execute(f"DROP TABLE IF EXISTS ledger_{topic_id}")
@@ -226,11 +226,11 @@ class Store:
 
     def stage_trim(self, topic_id: int, upto: int) -> None:
         """Stage the deletion of the entries up to and including ``upto`` (retention)."""
-        self._ops.append((f"DELETE FROM ledger_{topic_id} WHERE entry_id <= ?", (upto,)))
+        self._staged.ops.append((f"DELETE FROM ledger_{topic_id} WHERE entry_id <= ?", (upto,)))
 
     def stage_entry(self, topic_id: int, entry_id: int, publish_time: int, body: bytes) -> None:
         """Stage an entry for the next commit."""
-        self._entries[topic_id].append((entry_id, publish_time, body))
+        self._staged.entries[topic_id].append((entry_id, publish_time, body))
 
     # -- cursors and producer sequences ------------------------------------------------------
 
@@ -241,7 +241,7 @@ class Store:
 
     def stage_cursor(self, topic_id: int, name: str, state: str | None) -> None:
         """Stage a cursor's new state (``None`` deletes it) for the next commit."""
-        self._cursors[(topic_id, name)] = state
+        self._staged.cursors[(topic_id, name)] = state
 
     def producer_sequences(self, topic_id: int) -> dict[str, int]:
         """The highest stored sequence id per producer name."""
@@ -250,7 +250,7 @@ class Store:
 
     def stage_sequence(self, topic_id: int, producer: str, sequence_id: int) -> None:
         """Stage a producer's highest sequence id for the next commit."""
-        self._sequences[(topic_id, producer)] = sequence_id
+        self._staged.sequences[(topic_id, producer)] = sequence_id
 
     # -- transactions -------------------------------------------------------------------------
 
@@ -261,7 +261,7 @@ class Store:
 
     def stage_counter(self, name: str, value: int) -> None:
         """Stage a counter's new value."""
-        self._ops.append(("INSERT OR REPLACE INTO counters VALUES (?, ?)", (name, value)))
+        self._staged.ops.append(("INSERT OR REPLACE INTO counters VALUES (?, ?)", (name, value)))
 
     def txn_log(self) -> list[tuple[int, int, str]]:
         """Every coordinator log record ``(tc_id, txn sequence, record)``, oldest first."""
@@ -269,11 +269,11 @@ class Store:
 
     def stage_txn_record(self, tc_id: int, txn: int, record: str) -> None:
         """Stage a coordinator log record."""
-        self._txn_records.append((tc_id, txn, record))
+        self._staged.txn_records.append((tc_id, txn, record))
 
     def stage_txn_removal(self, tc_id: int, txn: int) -> None:
         """Stage the removal of a finished transaction's records (it has no records staged after this)."""
-        self._txn_removals.append((tc_id, txn))
+        self._staged.txn_removals.append((tc_id, txn))
 
     def txn_buffer_snapshot(self, topic_id: int) -> str | None:
         """A topic's latest transaction-buffer snapshot."""
@@ -282,7 +282,7 @@ class Store:
 
     def stage_txn_buffer_snapshot(self, topic_id: int, state: str) -> None:
         """Stage a transaction-buffer snapshot."""
-        self._ops.append(("INSERT OR REPLACE INTO txn_buffer_snapshots VALUES (?, ?)", (topic_id, state)))
+        self._staged.ops.append(("INSERT OR REPLACE INTO txn_buffer_snapshots VALUES (?, ?)", (topic_id, state)))
 
     def pending_acks(self, topic_id: int) -> list[tuple[str, int, int, str]]:
         """Pending-ack redo records ``(subscription, txn most, txn least, record)``, oldest first."""
@@ -293,7 +293,7 @@ class Store:
 
     def stage_pending_ack(self, topic_id: int, subscription: str, txn: tuple[int, int], record: str) -> None:
         """Stage a pending-ack redo record."""
-        self._ops.append(
+        self._staged.ops.append(
             (
                 "INSERT INTO pending_acks (topic_id, subscription, txn_most, txn_least, record) VALUES (?, ?, ?, ?, ?)",
                 (topic_id, subscription, *txn, record),
@@ -302,7 +302,7 @@ class Store:
 
     def stage_pending_ack_removal(self, topic_id: int, subscription: str, txn: tuple[int, int]) -> None:
         """Stage the removal of a transaction's pending acks on a subscription."""
-        self._ops.append(
+        self._staged.ops.append(
             (
                 "DELETE FROM pending_acks WHERE topic_id = ? AND subscription = ? AND txn_most = ? AND txn_least = ?",
                 (topic_id, subscription, *txn),
@@ -333,19 +333,13 @@ class Store:
 
     @property
     def has_staged(self) -> bool:
-        return bool(
-            self._entries or self._cursors or self._sequences or self._ops or self._txn_records or self._txn_removals
-        )
+        return any(self._staged)
 
     def take_staged(self) -> StagedWrites | None:
         """Empty the staging area and return what it held (None if nothing)."""
         if not self.has_staged:
             return None
-        staged = StagedWrites(
-            self._entries, self._cursors, self._sequences, self._ops, self._txn_records, self._txn_removals
-        )
-        self._entries, self._cursors, self._sequences, self._ops = defaultdict(list), {}, {}, []
-        self._txn_records, self._txn_removals = [], []
+        staged, self._staged = self._staged, StagedWrites.empty()
         return staged
 
     def commit(self) -> None:
