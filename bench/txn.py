@@ -25,8 +25,11 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.broker import Broker
@@ -57,6 +60,23 @@ def java_bench(classpath: str, *args: object, timeout: float = 600) -> dict[str,
     if result.returncode != 0 or not lines:
         raise RuntimeError(f"TxnBench {args} failed ({result.returncode}):\n{result.stdout}\n{result.stderr[-5000:]}")
     return json.loads(lines[-1])
+
+
+def with_cpu_shares(figure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Measure ``figure`` and add the shares of this machine's CPU time, in percent, that the hypervisor gave to
+    other machines (``steal_pct``) and that stayed idle (``idle_pct``) meanwhile.
+
+    On a shared host the steal varies from run to run (0 to about 30% on our 2-core machines) and the
+    transaction figures with it: three throughput runs of one build, one after the other, gave 932 txn/s while the
+    steal was 0-5% and 513 while it was 11-28%.
+    """
+    before = psutil.cpu_times()
+    figures = figure()
+    after = psutil.cpu_times()
+    # Linux counts guest time inside user and nice already.
+    spent = {name: getattr(after, name) - getattr(before, name) for name in after._fields if "guest" not in name}
+    total = sum(spent.values()) or 1.0
+    return {**figures, "steal_pct": 100 * spent.get("steal", 0.0) / total, "idle_pct": 100 * spent["idle"] / total}
 
 
 # -- recovery, in-process --------------------------------------------------------------------------------
@@ -221,17 +241,30 @@ def main() -> None:
         server = ServerProcess(workdir / "data", "--log-level", "WARNING").start()
         try:
             topic = f"persistent://public/default/bench-txn-{uuid.uuid4().hex[:8]}"
-            throughput = java_bench(classpath, "throughput", server.url, topic, args.clients, args.seconds, args.warmup)
+            throughput = with_cpu_shares(
+                lambda: java_bench(classpath, "throughput", server.url, topic, args.clients, args.seconds, args.warmup)
+            )
             costs = {
-                mode: java_bench(
-                    classpath, "cost", server.url, f"{topic}-cost-{mode}", args.messages, args.repetitions, mode
+                mode: with_cpu_shares(
+                    lambda mode=mode: java_bench(
+                        classpath, "cost", server.url, f"{topic}-cost-{mode}", args.messages, args.repetitions, mode
+                    )
                 )
                 for mode in ("unbatched", "batched")
             }
             loads = {
-                mode: java_bench(
-                    classpath, "load", server.url, f"{topic}-load-{mode}", args.clients, args.messages,
-                    args.phase_seconds, args.rounds, mode,
+                mode: with_cpu_shares(
+                    lambda mode=mode: java_bench(
+                        classpath,
+                        "load",
+                        server.url,
+                        f"{topic}-load-{mode}",
+                        args.clients,
+                        args.messages,
+                        args.phase_seconds,
+                        args.rounds,
+                        mode,
+                    )
                 )
                 for mode in ("unbatched", "batched")
             }
@@ -246,7 +279,7 @@ def main() -> None:
             f"{throughput['txn_per_second']:,.0f}",
             ">= 1,000",
             f"p50 {throughput['latency_p50_ms']:.1f} ms, p99 {throughput['latency_p99_ms']:.1f} ms, "
-            f"{throughput['failed']} failed",
+            f"{throughput['failed']} failed, {_shares(throughput)}",
         )
     ]
     for mode, cost in costs.items():
@@ -256,7 +289,7 @@ def main() -> None:
                 f"{cost['ratio']:.2f}x",
                 "<= 1.5x",
                 f"txn {cost['txn_median_ms']:.1f} ms, plain {cost['plain_median_ms']:.1f} ms (medians of "
-                f"{cost['repetitions']})",
+                f"{cost['repetitions']}), {_shares(cost)}",
             )
         )
     for mode, load in loads.items():
@@ -266,7 +299,7 @@ def main() -> None:
                 f"{load['ratio']:.2f}x",
                 "<= 1.5x",
                 f"msg/s txn {_rates(load['txn_msg_per_second'])}, plain {_rates(load['plain_msg_per_second'])} "
-                f"(median of {args.rounds} alternating rounds), {load['failed']} failed",
+                f"(median of {args.rounds} alternating rounds), {load['failed']} failed, {_shares(load)}",
             )
         )
     rows.append(
@@ -291,8 +324,22 @@ def main() -> None:
     header = ("figure", "value", "target", "details")
     for row in [header, *rows]:
         print("  ".join(cell.ljust(widths[i]) if i < 3 else cell for i, cell in enumerate(row)))
-    print(json.dumps({"throughput": throughput, "cost": costs, "load": loads, "recovery": recovered,
-                      "recovery_plain": after_plain}))
+    print("steal: CPU time the hypervisor gave to other machines during the figure; idle: CPU time left unused")
+    print(
+        json.dumps(
+            {
+                "throughput": throughput,
+                "cost": costs,
+                "load": loads,
+                "recovery": recovered,
+                "recovery_plain": after_plain,
+            }
+        )
+    )
+
+
+def _shares(figures: dict[str, Any]) -> str:
+    return f"steal {figures['steal_pct']:.0f}%, idle {figures['idle_pct']:.0f}%"
 
 
 def _rates(values: list[float]) -> str:

@@ -18,20 +18,29 @@ class ThreadedCommits:
     reactor, each also waiting for the GIL) take about half as long as the write itself, and a client waiting for
     a few replies gains nothing from the overlap (8 clients looping over one-message transactions: about 20% more
     transactions per second).
+
+    ``after_completions`` runs right after each commit's ``done``: the server sends the receipts and answers that
+    the commit completed from there, rather than after the next turn has read and handled every request that
+    arrived meanwhile (8 clients looping over one-message transactions: about 20% more transactions per second).
     """
 
     def __init__(self, reactor: Any) -> None:
         self._reactor = reactor
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="group-commit")
         self._here = InlineCommits()
+        self.after_completions: Callable[[], None] = lambda: None
 
     def run(self, work: Callable[[], None], done: Callable[[BaseException | None], None], small: bool) -> None:
+        def completed(error: BaseException | None) -> None:
+            done(error)
+            self.after_completions()
+
         if small:
-            self._here.run(work, done, small)
+            self._here.run(work, completed, small)
             return
 
         def finished(future: Future[None]) -> None:
-            self._reactor.callFromThread(done, future.exception())
+            self._reactor.callFromThread(completed, future.exception())
 
         self._executor.submit(work).add_done_callback(finished)
 

@@ -38,8 +38,10 @@ def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> i
         snapshot_policy=SnapshotPolicy(settings.txn_snapshot_max_changes, settings.txn_snapshot_interval_seconds),
         txn_end_delay_ms=settings.txn_end_delay_ms,
     )
-    broker = Broker(store, SystemClock(reactor.callLater), config, ThreadedCommits(reactor))
+    commits = ThreadedCommits(reactor)
+    broker = Broker(store, SystemClock(reactor.callLater), config, commits)
     service = BrokerService(broker, reactor, settings.advertised_address, settings.port)
+    commits.after_completions = service.flush_written
     listener = adopt_eager(reactor, pulsar_socket, PulsarFactory(service))
     service.port = listener.getHost().port
     # The admin API's web stack takes a while to import: bring it up once the Pulsar port is served.

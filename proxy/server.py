@@ -46,10 +46,11 @@ class BrokerService:
     def flush_later(self, connection: PulsarConnection) -> None:
         """Flush ``connection`` at the end of this turn (one timed call for every connection written to)."""
         if not self._unflushed:
-            self.reactor.callLater(0, self._flush)
+            self.reactor.callLater(0, self.flush_written)
         self._unflushed.append(connection)
 
-    def _flush(self) -> None:
+    def flush_written(self) -> None:
+        """Flush every connection written to since the last flush."""
         unflushed, self._unflushed = self._unflushed, []
         for connection in unflushed:
             connection.flush()

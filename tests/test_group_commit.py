@@ -89,11 +89,14 @@ def test_threaded_commits_run_small_ones_here_and_large_ones_on_the_writer_threa
     here = threading.get_ident()
     ran_on: list[int] = []
     outcomes: list[BaseException | None] = []
+    # What the server sends after each commit's completions: once each, after them, on the reactor thread.
+    flushed: list[tuple[int, int]] = []
+    commits.after_completions = lambda: flushed.append((len(outcomes), threading.get_ident()))
     commits.run(lambda: ran_on.append(threading.get_ident()), outcomes.append, small=True)
-    assert ran_on == [here] and outcomes == [None]
+    assert ran_on == [here] and outcomes == [None] and flushed == [(1, here)]
     commits.run(lambda: ran_on.append(threading.get_ident()), outcomes.append, small=False)
     reactor.run_next()
-    assert ran_on[1] != here and outcomes == [None, None]
+    assert ran_on[1] != here and outcomes == [None, None] and flushed[1:] == [(2, here)]
 
     def fail() -> None:
         raise OSError("disk full")
@@ -102,6 +105,7 @@ def test_threaded_commits_run_small_ones_here_and_large_ones_on_the_writer_threa
     commits.run(fail, outcomes.append, small=False)
     reactor.run_next()
     assert [str(outcome) for outcome in outcomes[2:]] == ["disk full", "disk full"]
+    assert flushed[2:] == [(3, here), (4, here)]
     commits.drain()
 
 
