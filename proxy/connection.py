@@ -113,6 +113,8 @@ class PulsarConnection(protocol.Protocol):
         self._reading_paused = False
         #: Frames written during this reactor turn, sent together at its end (one ``send`` per turn).
         self._outbox: list[bytes] = []
+        #: Whether a read is being handled: what it writes is sent when it ends, with no end-of-turn flush.
+        self._reading = False
         self.protocol_version = 0
         self._handlers: dict[int, Callable[[BaseCommand, bytes | None], None]] = {
             T.PING: self._on_ping,
@@ -154,6 +156,15 @@ class PulsarConnection(protocol.Protocol):
         if self.state is State.CLOSED:
             return
         self._heard_since_ping = True
+        self._reading = True
+        try:
+            self._handle_frames(data)
+        finally:
+            self._reading = False
+        # The answers to this read go out now, not after the reads of every other connection in this turn.
+        self.flush()
+
+    def _handle_frames(self, data: bytes) -> None:
         frames = self.decoder.feed(data)
         while self.state is not State.CLOSED:
             try:
@@ -171,8 +182,6 @@ class PulsarConnection(protocol.Protocol):
                 log.exception("[%s] failed handling %s", self.peer, type_name(item.command.type))
                 self.close("internal error")
         frames.close()
-        # The answers to this read go out now, not after the reads of every other connection in this turn.
-        self.flush()
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:  # noqa: N802
         self.state = State.CLOSED
@@ -212,7 +221,7 @@ class PulsarConnection(protocol.Protocol):
         """Send bytes unless the connection is closed: after the read being handled, else at the end of this turn."""
         if self.state is State.CLOSED:
             return
-        if not self._outbox:
+        if not self._outbox and not self._reading:
             self.service.flush_later(self)
         self._outbox.append(data)
 

@@ -28,7 +28,9 @@ GC_YOUNG_THRESHOLD = 50_000
 
 def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> int:
     """Run until stopped, serving the Pulsar protocol on ``pulsar_socket`` (bound and listening); the exit code."""
-    from twisted.internet import reactor
+    from proxy.reactor import install
+
+    reactor = install()
 
     store = Store(data_path(settings) / "store.sqlite")
     config = BrokerConfig(
