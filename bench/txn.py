@@ -2,13 +2,15 @@
 
 - Transactions per second, 1 message each, from N concurrent official Java clients (one PulsarClient and thread
   each, in one JVM: ``dev.pulsartxnproxy.TxnBench`` in tests/java), each looping newTransaction, send, commit.
-- The cost of 100 messages in one transaction against the same 100 sent plainly, two ways. Latency: the time to
+- The cost of 100 messages in one transaction against the same 100 sent plainly, three ways. Latency: the time to
   send them inside one transaction (open, send, commit) against sending them plainly, alternating, on one client;
   medians and their ratio. Load: N clients each loop over units of 100 messages, in a transaction or plainly; the
-  ratio of the plain to the transactional message rate (what a loaded server pays per transactional message). Both
-  batched and unbatched. The latency includes the Java client's own work between its steps (open, register the
-  partition, send, commit): about 1.9 ms per transaction on our 2-core machines, against 0.6 ms for the server's
-  three transaction commands (traced on the server), so even instant answers would leave about 1.5x unbatched.
+  ratio of the plain to the transactional message rate. Server CPU: under that load, the server's CPU time per
+  message in the two kinds of phase (read from /proc by the load generator as each phase starts and ends), which
+  depends less on the host's steal and on the clients' own latency. Both batched and unbatched. The latency includes the
+  Java client's own work between its steps (open, register the partition, send, commit): about 1.9 ms per
+  transaction on our 2-core machines, against 0.6 ms for the server's three transaction commands (traced on the
+  server), so even instant answers would leave about 1.5x unbatched.
 - Recovery, in-process on the engine: a topic with 1,000,000 entries and a recent transaction-buffer snapshot is
   reopened; the time to load it and the entries its transaction buffer replayed. Then the same for a topic whose
   transactions came first, followed by 1,000,000 plain entries published through the engine and a kill.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -264,6 +267,7 @@ def main() -> None:
                         args.phase_seconds,
                         args.rounds,
                         mode,
+                        server.process.pid,
                     )
                 )
                 for mode in ("unbatched", "batched")
@@ -302,6 +306,18 @@ def main() -> None:
                 f"(median of {args.rounds} alternating rounds), {load['failed']} failed, {_shares(load)}",
             )
         )
+    for mode, load in loads.items():
+        cpu = server_cpu_per_message(load["server"])
+        load["server_cpu"] = cpu
+        rows.append(
+            (
+                f"server CPU per msg, in 1 txn vs plain, {args.clients} clients ({mode})",
+                f"{cpu['ratio']:.2f}x",
+                "<= 1.5x",
+                f"txn {cpu['txn_us'][len(cpu['txn_us']) // 2]:.0f} us, plain "
+                f"{cpu['plain_us'][len(cpu['plain_us']) // 2]:.0f} us (medians of the same rounds)",
+            )
+        )
     rows.append(
         (
             f"recovery of {recovered['entries']:,} entries",
@@ -336,6 +352,17 @@ def main() -> None:
             }
         )
     )
+
+
+def server_cpu_per_message(server: dict[str, list[int]]) -> dict[str, Any]:
+    """The server's CPU time per message in each round's plain and transactional phase (microseconds, sorted), and
+    the median of the rounds' ratios transactional/plain: what a server pays per message, whatever the clients'
+    latency and the host's steal."""
+    tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
+    plain = [t * tick_us / n for t, n in zip(server["plain_cpu_ticks"], server["plain_messages"], strict=True)]
+    txn = [t * tick_us / n for t, n in zip(server["txn_cpu_ticks"], server["txn_messages"], strict=True)]
+    ratios = sorted(t / p for t, p in zip(txn, plain, strict=True))
+    return {"plain_us": sorted(plain), "txn_us": sorted(txn), "ratio": ratios[len(ratios) // 2]}
 
 
 def _shares(figures: dict[str, Any]) -> str:

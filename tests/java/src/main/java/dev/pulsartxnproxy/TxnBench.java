@@ -4,6 +4,9 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static java.util.concurrent.TimeUnit.SECONDS;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
@@ -28,10 +31,11 @@ import org.apache.pulsar.client.api.PulsarClientException;
  * <ul>
  *   <li>{@code throughput <url> <topic> <clients> <seconds> <warmupSeconds>}: one PulsarClient and loop per
  *       client, each looping newTransaction, send 1 message, commit; committed transactions per second.</li>
- *   <li>{@code load <url> <topic> <clients> <messages> <phaseSeconds> <rounds> <batched|unbatched>}: the same
- *       loops with {@code messages} per unit, alternating between phases of plain units (send, wait for the
- *       receipts) and transactional ones on the same clients, {@code rounds} of each; message rates per phase and
- *       the median of the rounds' ratios plain/transactional.</li>
+ *   <li>{@code load <url> <topic> <clients> <messages> <phaseSeconds> <rounds> <batched|unbatched> [serverPid]}:
+ *       the same loops with {@code messages} per unit, alternating between phases of plain units (send, wait for
+ *       the receipts) and transactional ones on the same clients, {@code rounds} of each; message rates per phase
+ *       and the median of the rounds' ratios plain/transactional. Given the server's process id (on Linux), also
+ *       the CPU time the server spent in each phase, in clock ticks, and the messages of each phase.</li>
  *   <li>{@code cost <url> <topic> <messages> <repetitions> <batched|unbatched>}: the time to send {@code messages}
  *       messages and wait for their receipts, plainly and inside one transaction (open, send, commit), alternating,
  *       on one client; medians and their ratio.</li>
@@ -59,7 +63,8 @@ public final class TxnBench {
             case "throughput" -> throughput(argv[1], args.get(0), Integer.parseInt(args.get(1)),
                     Double.parseDouble(args.get(2)), Double.parseDouble(args.get(3)));
             case "load" -> load(argv[1], args.get(0), Integer.parseInt(args.get(1)), Integer.parseInt(args.get(2)),
-                    Double.parseDouble(args.get(3)), Integer.parseInt(args.get(4)), args.get(5).equals("batched"));
+                    Double.parseDouble(args.get(3)), Integer.parseInt(args.get(4)), args.get(5).equals("batched"),
+                    args.size() > 6 ? Long.parseLong(args.get(6)) : 0);
             case "cost" -> cost(argv[1], args.get(0), Integer.parseInt(args.get(1)), Integer.parseInt(args.get(2)),
                     args.get(3).equals("batched"));
             default -> throw new IllegalArgumentException("unknown mode " + argv[0]);
@@ -124,7 +129,7 @@ public final class TxnBench {
      * and transactional phases on the same clients, so that both kinds meet the same machine.
      */
     private static Map<String, Object> load(String url, String topic, int clients, int messages, double phaseSeconds,
-            int rounds, boolean batched) throws Exception {
+            int rounds, boolean batched, long serverPid) throws Exception {
         AtomicBoolean transactional = new AtomicBoolean();
         Loops loops = new Loops(url, topic, clients, batched, (client, producer) -> () -> transactional.get()
                 ? inOneTransaction(client, producer, messages) : plainly(producer, messages));
@@ -134,12 +139,20 @@ public final class TxnBench {
         List<Double> plainRates = new ArrayList<>();
         List<Double> txnRates = new ArrayList<>();
         List<Double> ratios = new ArrayList<>();
+        Map<String, List<Long>> server = new LinkedHashMap<>();
+        for (String key : List.of("plain_cpu_ticks", "plain_messages", "txn_cpu_ticks", "txn_messages")) {
+            server.put(key, new ArrayList<>());
+        }
         for (int round = 0; round < rounds; round++) {
-            double plain = phase(false, transactional, loops, phaseSeconds) * messages;
-            double txn = phase(true, transactional, loops, phaseSeconds) * messages;
-            plainRates.add(plain);
-            txnRates.add(txn);
-            ratios.add(plain / txn);
+            Phase plain = phase(false, transactional, loops, phaseSeconds, serverPid);
+            Phase txn = phase(true, transactional, loops, phaseSeconds, serverPid);
+            plainRates.add(plain.unitsPerSecond() * messages);
+            txnRates.add(txn.unitsPerSecond() * messages);
+            ratios.add(plain.unitsPerSecond() / txn.unitsPerSecond());
+            server.get("plain_cpu_ticks").add(plain.serverTicks());
+            server.get("plain_messages").add(plain.units() * messages);
+            server.get("txn_cpu_ticks").add(txn.serverTicks());
+            server.get("txn_messages").add(txn.units() * messages);
         }
         loops.phase.set(DONE);
         loops.stop();
@@ -153,25 +166,46 @@ public final class TxnBench {
         out.put("txn_msg_per_second", txnRates);
         out.put("ratios", ratios);
         out.put("ratio", sorted.get(sorted.size() / 2));
+        if (serverPid > 0) {
+            out.put("server", server);
+        }
         out.put("failed", loops.failed.get());
         out.put("first_error", loops.firstError.get());
         return out;
     }
 
-    /** One measured phase of {@link #load}: units per second of one kind, after the other kind's units ended. */
-    private static double phase(boolean kind, AtomicBoolean transactional, Loops loops, double seconds)
-            throws InterruptedException {
+    /** What one phase of {@link #load} measured: its units, their rate, and the server's CPU ticks meanwhile. */
+    private record Phase(long units, double unitsPerSecond, long serverTicks) {
+    }
+
+    /** One measured phase of {@link #load}: units of one kind, after the other kind's units ended. */
+    private static Phase phase(boolean kind, AtomicBoolean transactional, Loops loops, double seconds,
+            long serverPid) throws Exception {
         loops.phase.set(WARMING_UP);
         transactional.set(kind);
         Thread.sleep(500);
         loops.measured.set(0);
+        long ticks = cpuTicks(serverPid);
         loops.phase.set(MEASURING);
         long started = System.nanoTime();
         Thread.sleep((long) (seconds * 1000));
         long units = loops.measured.get();
         long elapsed = System.nanoTime() - started;
+        ticks = cpuTicks(serverPid) - ticks;
         loops.phase.set(WARMING_UP);
-        return units / (elapsed / 1e9);
+        return new Phase(units, units / (elapsed / 1e9), ticks);
+    }
+
+    /** User plus system CPU time of a process, in clock ticks, from /proc (0 without a process id). */
+    private static long cpuTicks(long pid) throws IOException {
+        if (pid <= 0) {
+            return 0;
+        }
+        String stat = Files.readString(Path.of("/proc", Long.toString(pid), "stat"));
+        // The fields after the command name, which is in parentheses and may hold spaces: utime and stime are the
+        // 14th and 15th fields of the line, the 12th and 13th after the name.
+        String[] fields = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+        return Long.parseLong(fields[11]) + Long.parseLong(fields[12]);
     }
 
     /**
