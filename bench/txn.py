@@ -7,10 +7,10 @@
   medians and their ratio. Load: N clients each loop over units of 100 messages, in a transaction or plainly; the
   ratio of the plain to the transactional message rate. Server CPU: under that load, the server's CPU time per
   message in the two kinds of phase (read from /proc by the load generator as each phase starts and ends), which
-  depends less on the host's steal and on the clients' own latency. Both batched and unbatched. The latency includes the
-  Java client's own work between its steps (open, register the partition, send, commit): about 1.9 ms per
-  transaction on our 2-core machines, against 0.6 ms for the server's three transaction commands (traced on the
-  server), so even instant answers would leave about 1.5x unbatched.
+  depends less on the host's steal and on the clients' own latency. Both batched and unbatched. The latency
+  includes the Java client's own work between its steps (open, register the partition, send, commit): about 1.9 ms
+  per transaction on our 2-core machines, against 0.6 ms for the server's three transaction commands (traced on
+  the server), so even instant answers would leave about 1.5x unbatched.
 - Recovery, in-process on the engine: a topic with 1,000,000 entries and a recent transaction-buffer snapshot is
   reopened; the time to load it and the entries its transaction buffer replayed. Then the same for a topic whose
   transactions came first, followed by 1,000,000 plain entries published through the engine and a kill.
@@ -30,6 +30,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import psutil
@@ -276,6 +277,8 @@ def main() -> None:
             server.stop()
         recovered = recovery(args.entries, workdir)
         after_plain = recovery_after_plain_traffic(args.entries, workdir)
+    for load in loads.values():
+        load["server_cpu"] = server_cpu_per_message(load)
 
     rows = [
         (
@@ -307,15 +310,13 @@ def main() -> None:
             )
         )
     for mode, load in loads.items():
-        cpu = server_cpu_per_message(load["server"])
-        load["server_cpu"] = cpu
+        cpu = load["server_cpu"]
         rows.append(
             (
                 f"server CPU per msg, in 1 txn vs plain, {args.clients} clients ({mode})",
                 f"{cpu['ratio']:.2f}x",
                 "<= 1.5x",
-                f"txn {cpu['txn_us'][len(cpu['txn_us']) // 2]:.0f} us, plain "
-                f"{cpu['plain_us'][len(cpu['plain_us']) // 2]:.0f} us (medians of the same rounds)",
+                f"txn {cpu['txn_us']:.0f} us, plain {cpu['plain_us']:.0f} us (medians of the same rounds)",
             )
         )
     rows.append(
@@ -354,15 +355,18 @@ def main() -> None:
     )
 
 
-def server_cpu_per_message(server: dict[str, list[int]]) -> dict[str, Any]:
-    """The server's CPU time per message in each round's plain and transactional phase (microseconds, sorted), and
-    the median of the rounds' ratios transactional/plain: what a server pays per message, whatever the clients'
-    latency and the host's steal."""
+def server_cpu_per_message(load: dict[str, Any]) -> dict[str, float]:
+    """The medians of the server's CPU time per message in a load figure's plain and transactional phases
+    (microseconds), and of the rounds' ratios transactional/plain: what a server pays per message, whatever the
+    clients' latency and the host's steal."""
     tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
-    plain = [t * tick_us / n for t, n in zip(server["plain_cpu_ticks"], server["plain_messages"], strict=True)]
-    txn = [t * tick_us / n for t, n in zip(server["txn_cpu_ticks"], server["txn_messages"], strict=True)]
-    ratios = sorted(t / p for t, p in zip(txn, plain, strict=True))
-    return {"plain_us": sorted(plain), "txn_us": sorted(txn), "ratio": ratios[len(ratios) // 2]}
+
+    def per_message(phases: list[dict[str, Any]]) -> list[float]:
+        return [phase["serverTicks"] * tick_us / (phase["units"] * load["messages"]) for phase in phases]
+
+    plain, txn = per_message(load["plain_phases"]), per_message(load["txn_phases"])
+    ratios = [t / p for t, p in zip(txn, plain, strict=True)]
+    return {"plain_us": median(plain), "txn_us": median(txn), "ratio": median(ratios)}
 
 
 def _shares(figures: dict[str, Any]) -> str:

@@ -35,7 +35,7 @@ import org.apache.pulsar.client.api.PulsarClientException;
  *       the same loops with {@code messages} per unit, alternating between phases of plain units (send, wait for
  *       the receipts) and transactional ones on the same clients, {@code rounds} of each; message rates per phase
  *       and the median of the rounds' ratios plain/transactional. Given the server's process id (on Linux), also
- *       the CPU time the server spent in each phase, in clock ticks, and the messages of each phase.</li>
+ *       each phase's units and the CPU time the server spent in it, in clock ticks.</li>
  *   <li>{@code cost <url> <topic> <messages> <repetitions> <batched|unbatched>}: the time to send {@code messages}
  *       messages and wait for their receipts, plainly and inside one transaction (open, send, commit), alternating,
  *       on one client; medians and their ratio.</li>
@@ -136,38 +136,31 @@ public final class TxnBench {
         Thread.sleep(1500);
         transactional.set(true);
         Thread.sleep(1500);
-        List<Double> plainRates = new ArrayList<>();
-        List<Double> txnRates = new ArrayList<>();
-        List<Double> ratios = new ArrayList<>();
-        Map<String, List<Long>> server = new LinkedHashMap<>();
-        for (String key : List.of("plain_cpu_ticks", "plain_messages", "txn_cpu_ticks", "txn_messages")) {
-            server.put(key, new ArrayList<>());
-        }
+        List<Phase> plain = new ArrayList<>();
+        List<Phase> txn = new ArrayList<>();
         for (int round = 0; round < rounds; round++) {
-            Phase plain = phase(false, transactional, loops, phaseSeconds, serverPid);
-            Phase txn = phase(true, transactional, loops, phaseSeconds, serverPid);
-            plainRates.add(plain.unitsPerSecond() * messages);
-            txnRates.add(txn.unitsPerSecond() * messages);
-            ratios.add(plain.unitsPerSecond() / txn.unitsPerSecond());
-            server.get("plain_cpu_ticks").add(plain.serverTicks());
-            server.get("plain_messages").add(plain.units() * messages);
-            server.get("txn_cpu_ticks").add(txn.serverTicks());
-            server.get("txn_messages").add(txn.units() * messages);
+            plain.add(phase(false, transactional, loops, phaseSeconds, serverPid));
+            txn.add(phase(true, transactional, loops, phaseSeconds, serverPid));
         }
         loops.phase.set(DONE);
         loops.stop();
+        List<Double> ratios = new ArrayList<>();
+        for (int round = 0; round < rounds; round++) {
+            ratios.add(plain.get(round).unitsPerSecond() / txn.get(round).unitsPerSecond());
+        }
         List<Double> sorted = new ArrayList<>(ratios);
         sorted.sort(null);
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("clients", clients);
         out.put("messages", messages);
         out.put("batched", batched);
-        out.put("plain_msg_per_second", plainRates);
-        out.put("txn_msg_per_second", txnRates);
+        out.put("plain_msg_per_second", plain.stream().map(phase -> phase.unitsPerSecond() * messages).toList());
+        out.put("txn_msg_per_second", txn.stream().map(phase -> phase.unitsPerSecond() * messages).toList());
         out.put("ratios", ratios);
         out.put("ratio", sorted.get(sorted.size() / 2));
         if (serverPid > 0) {
-            out.put("server", server);
+            out.put("plain_phases", plain);
+            out.put("txn_phases", txn);
         }
         out.put("failed", loops.failed.get());
         out.put("first_error", loops.firstError.get());
