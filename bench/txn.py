@@ -15,7 +15,11 @@
   reopened; the time to load it and the entries its transaction buffer replayed. Then the same for a topic whose
   transactions came first, followed by 1,000,000 plain entries published through the engine and a kill.
 
-Run: ``.venv/bin/python bench/txn.py`` (needs Java 17+ and Maven, like the transaction tests).
+With ``--pulsar`` the client figures (all but recovery) are measured again, with the same clients and harness, on an
+Apache Pulsar standalone resolved from Maven Central (``tests/conformance/pulsar_standalone.py``; ``--journal-sync``
+makes its bookie fsync before answering, as this endpoint does), and printed in a column beside this endpoint's.
+
+Run: ``.venv/bin/python bench/txn.py [--pulsar]`` (needs Java 17+ and Maven, like the transaction tests).
 """
 
 from __future__ import annotations
@@ -42,12 +46,15 @@ from engine.store import Store
 from engine.subscription import Consumer, Delivery
 from engine.topic import AccessMode, Producer
 from engine.transactions import TxnAction, TxnId
+from tests.conformance.pulsar_standalone import PulsarStandalone
 from tests.server_process import ServerProcess
 from tests.txn_harness import build_harness
 from wire.framing import make_body
 from wire.pulsar_api_pb2 import MessageMetadata
 
 PAYLOAD = b"x" * 100
+#: The cost figures are measured with the producer's batching off, then on.
+MODES = ("unbatched", "batched")
 RECOVERY_TOPIC = "persistent://public/default/recovery"
 #: Entries written per store transaction while filling the recovery topic.
 FILL_BATCH = 100_000
@@ -237,49 +244,90 @@ def main() -> None:
     )
     parser.add_argument("--phase-seconds", type=float, default=4, help="measured seconds of each phase of a round")
     parser.add_argument("--entries", type=int, default=1_000_000, help="entries of the recovered topic")
+    parser.add_argument(
+        "--pulsar",
+        action="store_true",
+        help="also measure the client figures on an Apache Pulsar standalone (the reference), after this endpoint",
+    )
+    parser.add_argument(
+        "--journal-sync", action="store_true", help="with --pulsar: the bookie fsyncs its journal before each answer"
+    )
     args = parser.parse_args()
 
     classpath = build_harness()
+    reference: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="bench-txn-") as tmp:
         workdir = Path(tmp)
         server = ServerProcess(workdir / "data", "--log-level", "WARNING").start()
         try:
-            topic = f"persistent://public/default/bench-txn-{uuid.uuid4().hex[:8]}"
-            throughput = with_cpu_shares(
-                lambda: java_bench(classpath, "throughput", server.url, topic, args.clients, args.seconds, args.warmup)
-            )
-            costs = {
-                mode: with_cpu_shares(
-                    lambda mode=mode: java_bench(
-                        classpath, "cost", server.url, f"{topic}-cost-{mode}", args.messages, args.repetitions, mode
-                    )
-                )
-                for mode in ("unbatched", "batched")
-            }
-            loads = {
-                mode: with_cpu_shares(
-                    lambda mode=mode: java_bench(
-                        classpath,
-                        "load",
-                        server.url,
-                        f"{topic}-load-{mode}",
-                        args.clients,
-                        args.messages,
-                        args.phase_seconds,
-                        args.rounds,
-                        mode,
-                        server.process.pid,
-                    )
-                )
-                for mode in ("unbatched", "batched")
-            }
+            ours = measure(classpath, server.url, server.process.pid, args)
         finally:
             server.stop()
-        recovered = recovery(args.entries, workdir)
-        after_plain = recovery_after_plain_traffic(args.entries, workdir)
+        if args.pulsar:
+            with PulsarStandalone(workdir / "pulsar", journal_sync=args.journal_sync) as pulsar:
+                assert pulsar.process is not None
+                reference = measure(classpath, pulsar.url, pulsar.process.pid, args)
+        ours["recovery"] = recovery(args.entries, workdir)
+        ours["recovery_plain"] = recovery_after_plain_traffic(args.entries, workdir)
+
+    rows = figure_rows(ours, args)
+    header = ["figure", "this endpoint", "target", "details"]
+    if reference is not None:
+        header.insert(2, "Pulsar")
+        reference_rows = figure_rows(reference, args)
+        rows = [(*row[:2], other[1], *row[2:]) for row, other in zip(rows, reference_rows, strict=True)]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(widths[i]) if i < len(widths) else cell for i, cell in enumerate(row)))
+    print("steal: CPU time the hypervisor gave to other machines during the figure; idle: CPU time left unused")
+    if reference is not None:
+        sync = "with" if args.journal_sync else "without"
+        print(f"Pulsar: an Apache Pulsar standalone ({sync} journal fsync), same clients and figures; its details:")
+        for row in reference_rows:
+            if row[3]:
+                print(f"  {row[0]}: {row[3]}")
+    print(json.dumps({"endpoint": ours, "pulsar": reference}))
+
+
+def measure(classpath: str, url: str, pid: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The figures the Java clients measure on one target, whose server runs as process ``pid``."""
+    topic = f"persistent://public/default/bench-txn-{uuid.uuid4().hex[:8]}"
+    throughput = with_cpu_shares(
+        lambda: java_bench(classpath, "throughput", url, topic, args.clients, args.seconds, args.warmup)
+    )
+    costs = {
+        mode: with_cpu_shares(
+            lambda mode=mode: java_bench(
+                classpath, "cost", url, f"{topic}-cost-{mode}", args.messages, args.repetitions, mode
+            )
+        )
+        for mode in MODES
+    }
+    loads = {
+        mode: with_cpu_shares(
+            lambda mode=mode: java_bench(
+                classpath,
+                "load",
+                url,
+                f"{topic}-load-{mode}",
+                args.clients,
+                args.messages,
+                args.phase_seconds,
+                args.rounds,
+                mode,
+                pid,
+            )
+        )
+        for mode in MODES
+    }
     for load in loads.values():
         load["server_cpu"] = server_cpu_per_message(load)
+    return {"throughput": throughput, "cost": costs, "load": loads}
 
+
+def figure_rows(figures: dict[str, Any], args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
+    """The table's rows ``(figure, value, target, details)`` of one target; "-" where it was not measured."""
+    throughput = figures["throughput"]
     rows = [
         (
             f"transactions/s ({args.clients} clients, 1 msg each)",
@@ -289,7 +337,7 @@ def main() -> None:
             f"{throughput['failed']} failed, {_shares(throughput)}",
         )
     ]
-    for mode, cost in costs.items():
+    for mode, cost in figures["cost"].items():
         rows.append(
             (
                 f"{args.messages} msgs in 1 txn vs plain ({mode})",
@@ -299,7 +347,7 @@ def main() -> None:
                 f"{cost['repetitions']}), {_shares(cost)}",
             )
         )
-    for mode, load in loads.items():
+    for mode, load in figures["load"].items():
         rows.append(
             (
                 f"{args.messages} msgs in 1 txn vs plain, {args.clients} clients ({mode})",
@@ -309,7 +357,7 @@ def main() -> None:
                 f"(median of {args.rounds} alternating rounds), {load['failed']} failed, {_shares(load)}",
             )
         )
-    for mode, load in loads.items():
+    for mode, load in figures["load"].items():
         cpu = load["server_cpu"]
         rows.append(
             (
@@ -319,40 +367,32 @@ def main() -> None:
                 f"txn {cpu['txn_us']:.0f} us, plain {cpu['plain_us']:.0f} us (medians of the same rounds)",
             )
         )
+    recovered, after_plain = figures.get("recovery"), figures.get("recovery_plain")
     rows.append(
         (
-            f"recovery of {recovered['entries']:,} entries",
-            f"{recovered['topic_load_s']:.3f} s",
+            f"recovery of {args.entries:,} entries",
+            f"{recovered['topic_load_s']:.3f} s" if recovered else "-",
             "< 2 s",
-            f"replayed {recovered['replayed_entries']} entries, snapshot {recovered['from_snapshot']}, broker open "
-            f"{recovered['broker_open_s']:.3f} s (fill {recovered['fill_s']:.1f} s)",
+            f"{recovered['entries']:,} in all, replayed {recovered['replayed_entries']}, snapshot "
+            f"{recovered['from_snapshot']}, broker open "
+            f"{recovered['broker_open_s']:.3f} s (fill {recovered['fill_s']:.1f} s)"
+            if recovered
+            else "",
         )
     )
     rows.append(
         (
-            f"recovery, {after_plain['entries']:,} entries after the last txn",
-            f"{after_plain['topic_load_s']:.3f} s",
+            f"recovery, {args.entries:,} entries after the last txn",
+            f"{after_plain['topic_load_s']:.3f} s" if after_plain else "-",
             "< 2 s",
-            f"replayed {after_plain['replayed_entries']} entries, snapshot {after_plain['from_snapshot']} "
-            f"(published through the engine in {after_plain['publish_s']:.1f} s, then killed)",
+            f"{after_plain['entries']:,} in all, replayed {after_plain['replayed_entries']}, snapshot "
+            f"{after_plain['from_snapshot']} "
+            f"(published through the engine in {after_plain['publish_s']:.1f} s, then killed)"
+            if after_plain
+            else "",
         )
     )
-    widths = [max(len(row[i]) for row in [("figure", "value", "target", "details"), *rows]) for i in range(3)]
-    header = ("figure", "value", "target", "details")
-    for row in [header, *rows]:
-        print("  ".join(cell.ljust(widths[i]) if i < 3 else cell for i, cell in enumerate(row)))
-    print("steal: CPU time the hypervisor gave to other machines during the figure; idle: CPU time left unused")
-    print(
-        json.dumps(
-            {
-                "throughput": throughput,
-                "cost": costs,
-                "load": loads,
-                "recovery": recovered,
-                "recovery_plain": after_plain,
-            }
-        )
-    )
+    return rows
 
 
 def server_cpu_per_message(load: dict[str, Any]) -> dict[str, float]:
