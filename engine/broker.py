@@ -271,8 +271,7 @@ class Broker:
 
     def delete_schema(self, topic: str) -> None:
         """Drop every schema version of a (partitioned) topic."""
-        self.schemas.forget(topic)
-        self.store.delete_schemas(topic)
+        self.schemas.delete(topic, force=True)
 
     def terminate(self, topic: Topic) -> int:
         """Seal a topic partition: no more publishes; returns its last entry (-1 if empty)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import pulsar
 import pytest
-from pulsar.schema import AvroSchema, Integer, Record, String
+from pulsar.schema import AvroSchema, Integer, Record, String, StringSchema
 
 from tests.conftest import make_client
 from tests.helpers import drain
@@ -340,6 +340,34 @@ def test_namespace_schema_compatibility_strategy_applies(admin: tuple[ServerProc
             client.create_producer(topic, schema=AvroSchema(_V2NoDefault, _V1.__name__))
     finally:
         client.close()
+
+
+def test_schema_upload_over_http_reaches_producers(admin: tuple[ServerProcess, Http]) -> None:
+    proc, http = admin
+    ns = f"public/{_ns()}"
+    assert http.request("PUT", f"/admin/v2/namespaces/{ns}", raw=b"")[0] == 204
+    path = f"/admin/v2/schemas/{ns}/uploaded"
+    assert http.json("GET", path + "/schemas") == (200, {"getSchemaResponses": []})
+    # As Pulsar: deleting where there is nothing to delete still adds a deletion marker, version 0.
+    assert http.json("DELETE", path + "/schema") == (200, {"version": 0})
+    assert http.request("POST", path + "/schema", raw=b"{not json")[0] == 400
+    assert http.request("POST", path + "/schema", {"type": "NOPE", "schema": ""})[0] == 422
+    assert http.request("POST", path + "/schema", {"type": "STRING", "schema": 7})[0] == 422
+    assert http.json("POST", path + "/schema", {"type": "STRING", "schema": ""}) == (200, {"version": {"version": 1}})
+
+    # The uploaded schema is the topic's: a producer declaring another type is refused (UNDEFINED: types must match),
+    # one declaring it is accepted.
+    topic = f"persistent://{ns}/uploaded"
+    client = make_client(proc.url)
+    try:
+        with pytest.raises(pulsar.PulsarException, match="ncompatible"):
+            client.create_producer(topic, schema=AvroSchema(_V1, _V1.__name__))
+        producer = client.create_producer(topic, schema=StringSchema())
+        producer.send("typed")
+        producer.close()
+    finally:
+        client.close()
+    assert http.json("GET", path + "/schema")[1]["type"] == "STRING"
 
 
 def _wait_until(check: Callable[[], bool], timeout: float = 8.0) -> bool:

@@ -280,6 +280,45 @@ def test_transaction_inspection(server_factory: ServerFactory) -> None:
     assert (recovered["snapshotsTaken"], recovered["totalAbortedTransactions"]) == (0, 2)
 
 
+RECORD_V1 = '{"type":"record","name":"Point","fields":[{"name":"x","type":"int"}]}'
+RECORD_V2 = (
+    '{"type":"record","name":"Point","fields":[{"name":"x","type":"int"},{"name":"y","type":"int","default":0}]}'
+)
+
+
+def test_schemas_upload_list_test_and_delete(server_factory: ServerFactory) -> None:
+    """The outcomes asserted are those of a Pulsar 4.2.4 standalone for the same scenario."""
+    proc, admin_url = start_admin_server(server_factory)
+    topic = f"persistent://public/default/adm-schema-{uuid.uuid4().hex[:8]}"
+    obs = run_admin(admin_url, proc.url, "schemas", topic)
+
+    assert error(obs, "get_none")["status"] == 404
+    v1 = {"type": "AVRO", "schema": RECORD_V1, "properties": {"owner": "harness"}}
+    v2 = {**v1, "schema": RECORD_V2}
+    assert ok(obs, "latest_v1") == {"version": 0, "info": v1}
+    ok(obs, "upload_v2_again")  # the same schema again: its version, not a new one
+    assert ok(obs, "version_0") == v1
+    assert ok(obs, "all") == [v1, v2]
+    assert ok(obs, "test_compatible") == {"compatible": True, "strategy": "BACKWARD"}
+    # Pulsar 4.2.4's check throws on an incompatible schema instead of answering false: a server error.
+    assert error(obs, "test_incompatible")["status"] == 500
+    assert error(obs, "upload_incompatible")["status"] == 409
+    # A producer's schema meets the uploaded one: a STRING schema does not follow an AVRO one under BACKWARD.
+    assert error(obs, "string_producer_refused")["type"] == "IncompatibleSchemaException"
+
+    # Deleting adds a marker version: the schema is not found, the next one starts afresh, versions go on.
+    ok(obs, "delete")
+    assert error(obs, "get_deleted") == {"type": "NotFoundException", "status": 404, "message": "Schema not found"}
+    assert ok(obs, "all_after_delete") == 0
+    ok(obs, "string_producer_after_delete")
+    string = {"type": "STRING", "schema": "", "properties": {}}
+    assert ok(obs, "latest_after_producer") == {"version": 3, "info": string}
+    # A forced deletion drops every version: numbering starts again.
+    ok(obs, "delete_force")
+    assert error(obs, "get_after_force")["status"] == 404
+    assert ok(obs, "upload_after_force") == 0
+
+
 def test_lookup_clusters_brokers_and_health(server_factory: ServerFactory) -> None:
     proc, admin_url = start_admin_server(server_factory)
     topic = f"persistent://public/default/adm-st-{uuid.uuid4().hex[:8]}"

@@ -2,7 +2,7 @@
 
 It serves ``pulsar-admin``, the Java ``PulsarAdmin`` client and plain HTTP in the broker's process and reactor:
 one module per group of resources (``tenants``: tenants, namespaces and policies; ``topics``; ``transactions``;
-``status``: lookup, clusters, brokers, schemas; ``metrics``), routed by :class:`~proxy.admin.http.Router`.
+``schemas``; ``status``: lookup, clusters, brokers; ``metrics``), routed by :class:`~proxy.admin.http.Router`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from twisted.web import server
 
-from proxy.admin import metrics, status, tenants, topics, transactions
+from proxy.admin import metrics, schemas, status, tenants, topics, transactions
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminResource, Router
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def build_router(ctx: AdminContext) -> Router:
     """Every admin route."""
     router = Router()
-    for group in (tenants, topics, transactions, status, metrics):
+    for group in (tenants, topics, transactions, schemas, status, metrics):
         group.register(router, ctx)
     return router
 

@@ -1,4 +1,4 @@
-"""Lookup and status: ``/lookup/v2/topic/...``, clusters, brokers, health and topic schemas.
+"""Lookup and status: ``/lookup/v2/topic/...``, clusters, brokers and health.
 
 With these, a client given ``http://host:<admin port>`` as its service URL finds the broker over HTTP (the C++
 client's HTTP lookup also asks ``/admin/v2/{domain}/{t}/{ns}/{topic}/partitions`` and, for schemas,
@@ -7,7 +7,6 @@ client's HTTP lookup also asks ``/admin/v2/{domain}/{t}/{ns}/{topic}/partitions`
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from engine.errors import BrokerError
@@ -15,35 +14,9 @@ from engine.names import TopicName
 from proxy.admin.context import AdminContext
 from proxy.admin.http import TEXT, AdminError, Call, Router, text_reply
 
-#: Pulsar's ``SchemaType`` names by the wire's ``Schema.Type`` numbers.
-SCHEMA_TYPES = {
-    -1: "BYTES",
-    0: "NONE",
-    1: "STRING",
-    2: "JSON",
-    3: "PROTOBUF",
-    4: "AVRO",
-    5: "BOOLEAN",
-    6: "INT8",
-    7: "INT16",
-    8: "INT32",
-    9: "INT64",
-    10: "FLOAT",
-    11: "DOUBLE",
-    12: "DATE",
-    13: "TIME",
-    14: "TIMESTAMP",
-    15: "KEY_VALUE",
-    16: "INSTANT",
-    17: "LOCAL_DATE",
-    18: "LOCAL_TIME",
-    19: "LOCAL_DATE_TIME",
-    20: "PROTOBUF_NATIVE",
-}
-
 
 def register(router: Router, ctx: AdminContext) -> None:
-    """Add the lookup, cluster, broker and schema routes."""
+    """Add the lookup, cluster and broker routes."""
     broker = ctx.broker
 
     def require_cluster(cluster: str) -> None:
@@ -128,34 +101,3 @@ def register(router: Router, ctx: AdminContext) -> None:
             "allowAutoTopicCreationType": "partitioned" if config.default_partitions > 0 else "non-partitioned",
             "defaultNumPartitions": str(max(config.default_partitions, 1)),
         }
-
-    def schema_reply(topic: str, version: int | None) -> Any:
-        schema = broker.schemas.get(topic, version)
-        if schema is None:
-            raise AdminError(404, "Schema not found")
-        return {
-            "version": schema.version,
-            "type": SCHEMA_TYPES.get(schema.type, str(schema.type)),
-            "timestamp": 0,
-            "data": schema.data.decode("utf-8", "replace"),
-            "properties": json.loads(schema.properties),
-        }
-
-    def schema_topic(call: Call) -> str:
-        try:
-            name = TopicName.parse(f"persistent://{call['tenant']}/{call['namespace']}/{call['topic']}")
-        except BrokerError:
-            raise AdminError(412, "Topic name is not valid") from None
-        return name.partitioned_parent.full
-
-    @router.route("GET", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema")
-    def latest_schema(call: Call) -> Any:
-        return schema_reply(schema_topic(call), None)
-
-    @router.route("GET", "/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema/{version}")
-    def schema_version(call: Call) -> Any:
-        try:
-            version = int(call["version"])
-        except ValueError:
-            raise AdminError(404, "Not Found") from None
-        return schema_reply(schema_topic(call), version)

@@ -196,3 +196,45 @@ def test_terminate_and_last_message_id(run: Run) -> Outcome:
         "new_producer": run.attempt(lambda: client.create_producer(topic) and "created"),
         "consumed": texts(drain(consumer)),
     }
+
+
+def _schema(answer: AdminAnswer) -> dict[str, Any]:
+    """A schema answer without its timestamp (the registration time)."""
+    summary = answer.summary()
+    body = summary["body"]
+    if isinstance(body, dict):
+        body.pop("timestamp", None)
+        for version in body.get("getSchemaResponses", []):
+            version.pop("timestamp", None)
+    return summary
+
+
+@scenario
+def test_schema_upload_list_and_delete(run: Run) -> Outcome:
+    """``pulsar-admin schemas``: upload, read, list, test and delete a topic's schema, then a forced delete."""
+    topic = run.name("schema")
+    path = f"/admin/v2/schemas/public/default/{topic}"
+    record = '{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}'
+    v1 = {"type": "AVRO", "schema": record, "properties": {"k": "v"}}
+    v2 = {**v1, "schema": record.replace("]}", ',{"name":"b","type":"int","default":1}]}')}
+    return {
+        "get_none": _schema(run.admin("GET", path + "/schema")),
+        "list_none": _schema(run.admin("GET", path + "/schemas")),
+        "delete_none": run.admin("DELETE", path + "/schema").summary(),
+        "upload_v1": run.admin("POST", path + "/schema", v1).summary(),
+        "upload_v1_again": run.admin("POST", path + "/schema", v1).summary(),
+        "upload_v2": run.admin("POST", path + "/schema", v2).summary(),
+        "latest": _schema(run.admin("GET", path + "/schema")),
+        "version_0": _schema(run.admin("GET", path + "/schema/0")),
+        "list": _schema(run.admin("GET", path + "/schemas")),
+        "compatible": run.admin("POST", path + "/compatibility", v2).summary(),
+        "delete": run.admin("DELETE", path + "/schema").summary(),
+        "get_deleted": _schema(run.admin("GET", path + "/schema")),
+        "get_marker_version": _schema(run.admin("GET", path + "/schema/2")),
+        "list_deleted": _schema(run.admin("GET", path + "/schemas")),
+        "delete_again": run.admin("DELETE", path + "/schema").summary(),
+        "upload_after_delete": run.admin("POST", path + "/schema", {"type": "STRING", "schema": ""}).summary(),
+        "delete_forced": run.admin("DELETE", path + "/schema?force=true").summary(),
+        "get_after_forced": _schema(run.admin("GET", path + "/schema")),
+        "upload_after_forced": run.admin("POST", path + "/schema", v1).summary(),
+    }

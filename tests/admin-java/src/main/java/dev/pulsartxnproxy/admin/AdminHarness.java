@@ -21,6 +21,7 @@ import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.MessageIdAdv;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
+import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.transaction.Transaction;
 import org.apache.pulsar.client.api.transaction.TxnID;
@@ -28,6 +29,8 @@ import org.apache.pulsar.common.policies.data.AutoTopicCreationOverride;
 import org.apache.pulsar.common.policies.data.RetentionPolicies;
 import org.apache.pulsar.common.policies.data.SchemaCompatibilityStrategy;
 import org.apache.pulsar.common.policies.data.TenantInfo;
+import org.apache.pulsar.common.schema.SchemaInfo;
+import org.apache.pulsar.common.schema.SchemaType;
 import org.apache.pulsar.common.util.ObjectMapperFactory;
 
 /**
@@ -47,7 +50,7 @@ public final class AdminHarness {
     }
 
     private static final ObjectMapper JSON = new ObjectMapper();
-    static final List<String> SCENARIOS = List.of("tenants", "topics", "transactions", "status");
+    static final List<String> SCENARIOS = List.of("tenants", "topics", "transactions", "schemas", "status");
     private static final long WAIT_SECONDS = 15;
 
     private final PulsarAdmin admin;
@@ -80,6 +83,7 @@ public final class AdminHarness {
                 case "tenants" -> harness.tenants(args.get(0));
                 case "topics" -> harness.topics(args.get(0));
                 case "transactions" -> harness.transactions(args.get(0));
+                case "schemas" -> harness.schemas(args.get(0));
                 default -> harness.status(args.get(0));
             }
         } catch (Throwable t) {
@@ -519,6 +523,101 @@ public final class AdminHarness {
         obs.put("received_after", received);
         consumer.close();
         producer.close();
+    }
+
+    // -- schemas --------------------------------------------------------------------------------------------
+
+    private static final String RECORD_V1 = "{\"type\":\"record\",\"name\":\"Point\",\"fields\":["
+            + "{\"name\":\"x\",\"type\":\"int\"}]}";
+    private static final String RECORD_V2 = "{\"type\":\"record\",\"name\":\"Point\",\"fields\":["
+            + "{\"name\":\"x\",\"type\":\"int\"},{\"name\":\"y\",\"type\":\"int\",\"default\":0}]}";
+    private static final String RECORD_BAD = "{\"type\":\"record\",\"name\":\"Point\",\"fields\":["
+            + "{\"name\":\"z\",\"type\":\"string\"}]}";
+
+    private static SchemaInfo avro(String definition) {
+        return SchemaInfo.builder().name("Point").type(SchemaType.AVRO).schema(definition.getBytes(UTF_8))
+                .properties(Map.of("owner", "harness")).build();
+    }
+
+    private static Map<String, Object> info(SchemaInfo info) {
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("type", info.getType().name());
+        out.put("schema", new String(info.getSchema(), UTF_8));
+        out.put("properties", info.getProperties());
+        return out;
+    }
+
+    /** Upload, read, list, test and delete a topic's schema; a producer sees what the admin API changed. */
+    private void schemas(String topic) {
+        step("create_topic", () -> {
+            admin.topics().createNonPartitionedTopic(topic);
+            return null;
+        });
+        step("get_none", () -> info(admin.schemas().getSchemaInfo(topic)));
+        step("upload_v1", () -> {
+            admin.schemas().createSchema(topic, avro(RECORD_V1));
+            return null;
+        });
+        step("latest_v1", () -> {
+            var latest = admin.schemas().getSchemaInfoWithVersion(topic);
+            return Map.of("version", latest.getVersion(), "info", info(latest.getSchemaInfo()));
+        });
+        step("upload_v2", () -> {
+            admin.schemas().createSchema(topic, avro(RECORD_V2));
+            return null;
+        });
+        step("upload_v2_again", () -> {
+            admin.schemas().createSchema(topic, avro(RECORD_V2));
+            return null;
+        });
+        step("version_0", () -> info(admin.schemas().getSchemaInfo(topic, 0)));
+        step("all", () -> admin.schemas().getAllSchemas(topic).stream().map(AdminHarness::info).toList());
+        step("set_strategy", () -> {
+            admin.namespaces().setSchemaCompatibilityStrategy(namespaceOf(topic), SchemaCompatibilityStrategy.BACKWARD);
+            return null;
+        });
+        step("test_compatible", () -> {
+            var answer = admin.schemas().testCompatibility(topic, avro(RECORD_V2));
+            return Map.of("compatible", answer.isCompatibility(), "strategy", answer.getSchemaCompatibilityStrategy());
+        });
+        step("test_incompatible", () -> admin.schemas().testCompatibility(topic, avro(RECORD_BAD)).isCompatibility());
+        step("upload_incompatible", () -> {
+            admin.schemas().createSchema(topic, avro(RECORD_BAD));
+            return null;
+        });
+        step("string_producer_refused", () -> {
+            client.newProducer(Schema.STRING).topic(topic).create().close();
+            return "created";
+        });
+        step("delete", () -> {
+            admin.schemas().deleteSchema(topic);
+            return null;
+        });
+        step("get_deleted", () -> info(admin.schemas().getSchemaInfo(topic)));
+        step("all_after_delete", () -> admin.schemas().getAllSchemas(topic).size());
+        step("string_producer_after_delete", () -> {
+            try (var producer = client.newProducer(Schema.STRING).topic(topic).create()) {
+                return producer.send("after delete").toString();
+            }
+        });
+        step("latest_after_producer", () -> {
+            var latest = admin.schemas().getSchemaInfoWithVersion(topic);
+            return Map.of("version", latest.getVersion(), "info", info(latest.getSchemaInfo()));
+        });
+        step("delete_force", () -> {
+            admin.schemas().deleteSchema(topic, true);
+            return null;
+        });
+        step("get_after_force", () -> info(admin.schemas().getSchemaInfo(topic)));
+        step("upload_after_force", () -> {
+            admin.schemas().createSchema(topic, avro(RECORD_V1));
+            return admin.schemas().getSchemaInfoWithVersion(topic).getVersion();
+        });
+    }
+
+    private static String namespaceOf(String topic) {
+        String path = topic.substring(topic.indexOf("://") + 3);
+        return path.substring(0, path.lastIndexOf('/'));
     }
 
     // -- lookup, clusters, brokers ---------------------------------------------------------------------------
