@@ -109,6 +109,13 @@ class Call:
         except ValueError as exc:
             raise AdminError(400, f"Malformed JSON body: {exc}") from None
 
+    def path_integer(self, name: str) -> int:
+        """An integer path parameter; 404 if it is not one, as Jersey finds no resource for such a path."""
+        try:
+            return int(self.params[name])
+        except ValueError:
+            raise AdminError(404, "Not Found") from None
+
     def flag(self, name: str, default: bool = False) -> bool:
         """A boolean query parameter."""
         value = self.query.get(name)

@@ -101,10 +101,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("GET", base + "/schema/{version}")
     def schema_version(call: Call) -> Any:
-        try:
-            version = int(call["version"])
-        except ValueError:
-            raise AdminError(404, "Not Found") from None
+        version = call.path_integer("version")
         return reply(topic_of(call), version)
 
     @router.route("GET", base + "/schemas")

@@ -468,10 +468,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("POST", SUB + "/resetcursor/{timestamp}")
     def reset_by_time(call: Call) -> Any:
-        try:
-            timestamp = int(call["timestamp"])
-        except ValueError:
-            raise AdminError(404, "Not Found") from None
+        timestamp = call.path_integer("timestamp")
         for sub in each_subscription(call):
             sub.reset(sub.topic.entry_at_time(timestamp))
             sub.close_consumers()
@@ -490,10 +487,7 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("POST", SUB + "/skip/{count}")
     def skip(call: Call) -> Any:
         name = parse_topic(call)
-        try:
-            count = int(call["count"])
-        except ValueError:
-            raise AdminError(404, "Not Found") from None
+        count = call.path_integer("count")
         _no_partitioned(ctx, name, "Skip messages on a partitioned topic is not allowed")
         skip_entries(subscription_of(existing_topic(ctx, name), call["sub"]), count)
         return ctx.committed()
@@ -506,10 +500,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("POST", SUB + "/expireMessages/{seconds}")
     def expire(call: Call) -> Any:
-        try:
-            seconds = int(call["seconds"])
-        except ValueError:
-            raise AdminError(404, "Not Found") from None
+        seconds = call.path_integer("seconds")
         cutoff = now_ms(broker.clock) - seconds * 1000
         for sub in each_subscription(call):
             expire_messages(sub, cutoff)
@@ -517,10 +508,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("POST", T + "/all_subscription/expireMessages/{seconds}")
     def expire_all(call: Call) -> Any:
-        try:
-            seconds = int(call["seconds"])
-        except ValueError:
-            raise AdminError(404, "Not Found") from None
+        seconds = call.path_integer("seconds")
         cutoff = now_ms(broker.clock) - seconds * 1000
         for topic in _targets(ctx, parse_topic(call)):
             for sub in list(topic.subscriptions.values()):
@@ -532,10 +520,7 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("GET", SUB + "/position/{position}")
     def peek(call: Call) -> Any:
         name = parse_topic(call)
-        try:
-            position = int(call["position"])
-        except ValueError:
-            raise AdminError(404, "Not Found") from None
+        position = call.path_integer("position")
         _no_partitioned(ctx, name, "Peek messages on a partitioned topic is not allowed")
         topic = existing_topic(ctx, name)
         entry = _nth_unacked(topic, subscription_of(topic, call["sub"]), max(position, 1))
@@ -568,10 +553,7 @@ def register(router: Router, ctx: AdminContext) -> None:
         name = parse_topic(call)
         _no_partitioned(ctx, name, "GetMessageById is not allowed on partitioned-topic")
         topic = existing_topic(ctx, name)
-        try:
-            ledger, entry_id = int(call["ledger"]), int(call["entry"])
-        except ValueError:
-            raise AdminError(404, "Not Found") from None
+        ledger, entry_id = call.path_integer("ledger"), call.path_integer("entry")
         if ledger != topic.ledger_id:
             raise AdminError(404, "Message id not found")
         return entry_reply(topic, _entry(topic, entry_id))
@@ -586,10 +568,7 @@ def register(router: Router, ctx: AdminContext) -> None:
             " partition",
         )
         topic = existing_topic(ctx, name)
-        try:
-            timestamp = int(call["timestamp"])
-        except ValueError:
-            raise AdminError(404, "Not Found") from None
+        timestamp = call.path_integer("timestamp")
         entry_id = topic.entry_at_time(timestamp)
         if entry_id > topic.last_confirmed:
             return None

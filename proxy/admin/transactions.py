@@ -45,10 +45,7 @@ def register(router: Router, ctx: AdminContext) -> None:
         return existing_topic(ctx, name)
 
     def txn_of(call: Call) -> TxnId:
-        try:
-            return TxnId(int(call["most"]), int(call["least"]))
-        except ValueError:
-            raise AdminError(404, "Not Found") from None
+        return TxnId(call.path_integer("most"), call.path_integer("least"))
 
     def coordinator(tc_id: int) -> Coordinator:
         try:
@@ -116,10 +113,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("GET", V3 + "/coordinatorInternalStats/{coordinatorId}")
     def coordinator_internal(call: Call) -> Any:
-        try:
-            tc_id = int(call["coordinatorId"])
-        except ValueError:
-            raise AdminError(404, "Not Found") from None
+        tc_id = call.path_integer("coordinatorId")
         coordinator(tc_id)
         records = [r for c, _, r in broker.store.txn_log() if c == tc_id]
         name = f"pulsar/system/persistent/__transaction_log_{tc_id}"
@@ -135,10 +129,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("GET", V3 + "/slowTransactions/{timeout}")
     def slow_transactions(call: Call) -> Any:
-        try:
-            timeout = int(call["timeout"])
-        except ValueError:
-            raise AdminError(404, "Not Found") from None
+        timeout = call.path_integer("timeout")
         tc_id = call.integer("coordinatorId")
         chosen = [coordinator(tc_id)] if tc_id is not None else coordinators.coordinators
         now = now_ms(broker.clock)
@@ -215,10 +206,7 @@ def register(router: Router, ctx: AdminContext) -> None:
     def position_in_pending_ack(call: Call) -> Any:
         topic = topic_of(call)
         sub = subscription_of(topic, call["sub"])
-        try:
-            ledger, entry_id = int(call["ledger"]), int(call["entry"])
-        except ValueError:
-            raise AdminError(404, "Not Found") from None
+        ledger, entry_id = call.path_integer("ledger"), call.path_integer("entry")
         batch_index = call.integer("batchIndex")
         if ledger != topic.ledger_id or entry_id < 0 or entry_id > topic.last_confirmed:
             return {"state": "InvalidPosition"}
