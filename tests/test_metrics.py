@@ -114,3 +114,26 @@ def test_metrics_cover_every_loaded_topic(server_factory: ServerFactory) -> None
     reported = {labels["topic"] for labels, _ in samples["pulsar_storage_size"]}
     assert set(names) <= reported
     assert value(samples, "pulsar_topics_count", cluster="standalone", namespace="public/default") == len(reported)
+
+
+def test_label_values_are_escaped_and_large_figures_exact(server_factory: ServerFactory) -> None:
+    proc, admin_url = start_admin_server(server_factory)
+    topic = f"persistent://public/default/metrics-escape-{uuid.uuid4().hex[:8]}"
+    # Quotes, a backslash and a line break must be escaped in a label value, or the text no longer parses.
+    awkward = 'sub "quoted" back\\slash\nnext line'
+    client = make_client(proc.url)
+    try:
+        client.subscribe(topic, awkward, initial_position=pulsar.InitialPosition.Earliest)
+        producer = client.create_producer(topic, batching_enabled=False)
+        for _ in range(12):
+            producer.send(b"z" * 100_000)
+        _, samples = scrape(admin_url)
+        stats = http_json(f"{admin_url}/admin/v2/{topic.replace('://', '/')}/stats")
+    finally:
+        client.close()
+
+    labels = {"cluster": "standalone", "namespace": "public/default", "topic": topic}
+    assert value(samples, "pulsar_subscription_back_log", subscription=awkward, **labels) == 12
+    # Over a million: written in Go's exponent form, and still exact.
+    assert value(samples, "pulsar_storage_size", **labels) == stats["storageSize"] > 1_200_000
+    assert value(samples, "pulsar_in_bytes_total", **labels) == stats["bytesInCounter"] > 1_200_000

@@ -1,13 +1,13 @@
 """``GET /metrics``: the Prometheus text format, with Pulsar's metric names where Pulsar has them.
 
-A custom ``prometheus_client`` collector reports the engine's figures at scrape time: per loaded topic (labels
-``cluster``, ``namespace``, ``topic``, as Pulsar's topic-level metrics), per subscription (plus ``subscription``),
-per transaction coordinator (``coordinator_id``), and the broker-wide publish latency histogram: how long publishes
-wait for the group commit that makes them durable, in milliseconds, in the buckets of Pulsar's
-``pulsar_storage_write_latency_le_*``.
+The engine's figures, read at scrape time: per loaded topic (labels ``cluster``, ``namespace``, ``topic``, as
+Pulsar's topic-level metrics), per subscription (plus ``subscription``), per transaction coordinator
+(``coordinator_id``), and the broker-wide publish latency histogram: how long publishes wait for the group commit that
+makes them durable, in milliseconds, in the buckets of Pulsar's ``pulsar_storage_write_latency_le_*``.
 
-A scrape reads the engine in the reactor thread into plain tuples (fast), then builds the metric families and the
-text in a worker thread, so that a large scrape does not hold up message traffic.
+A scrape reads the engine in the reactor thread into plain tuples (fast), then writes the text in a worker thread,
+so that a large scrape does not hold up message traffic: the families with a sample per topic or subscription with
+:mod:`proxy.admin.exposition`, the others through ``prometheus_client``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from twisted.internet import threads
 
+from proxy.admin import exposition
 from proxy.admin.context import AdminContext
 from proxy.admin.http import Call, Reply, Router
 
@@ -50,11 +51,11 @@ TOPIC_METRICS = (
 )
 #: Per-subscription gauges, in the order of :attr:`Snapshot.subscriptions` values.
 SUBSCRIPTION_METRICS = (
-    ("pulsar_subscription_back_log", "Entries the subscription has not acknowledged"),
-    ("pulsar_subscription_msg_rate_out", "Messages dispatched per second"),
-    ("pulsar_subscription_msg_throughput_out", "Bytes dispatched per second"),
-    ("pulsar_subscription_unacked_messages", "Entries delivered and not acknowledged"),
-    ("pulsar_subscription_consumers_count", "Consumers of the subscription"),
+    ("pulsar_subscription_back_log", "gauge", "Entries the subscription has not acknowledged"),
+    ("pulsar_subscription_msg_rate_out", "gauge", "Messages dispatched per second"),
+    ("pulsar_subscription_msg_throughput_out", "gauge", "Bytes dispatched per second"),
+    ("pulsar_subscription_unacked_messages", "gauge", "Entries delivered and not acknowledged"),
+    ("pulsar_subscription_consumers_count", "gauge", "Consumers of the subscription"),
 )
 #: Per-coordinator figures: ``(name, kind, help)``, in the order of :attr:`Snapshot.coordinators` values.
 COORDINATOR_METRICS = (
@@ -137,7 +138,7 @@ def _family(name: str, kind: str, doc: str, labels: list[str]) -> GaugeMetricFam
 
 
 class SnapshotCollector:
-    """The ``prometheus_client`` collector of one scrape: metric families from a :class:`Snapshot`."""
+    """The ``prometheus_client`` collector of one scrape: the families of a :class:`Snapshot` with few samples."""
 
     def __init__(self, taken: Snapshot) -> None:
         self.taken = taken
@@ -150,11 +151,11 @@ class SnapshotCollector:
         for namespace, count in sorted(taken.per_namespace.items()):
             topics_count.add_metric([taken.cluster, namespace], count)
         yield topics_count
-        yield from self._families(TOPIC_METRICS, _TOPIC, taken.topics)
-        yield from self._families(
-            [(n, "gauge", d) for n, d in SUBSCRIPTION_METRICS], _SUBSCRIPTION, taken.subscriptions
-        )
-        yield from self._families(COORDINATOR_METRICS, _COORDINATOR, taken.coordinators)
+        for index, (name, kind, doc) in enumerate(COORDINATOR_METRICS):
+            family = _family(name, kind, doc, _COORDINATOR)
+            for values, figures in taken.coordinators:
+                family.add_metric(values, figures[index])
+            yield family
         latency = HistogramMetricFamily(
             "pulsar_storage_write_latency",
             "Milliseconds publishes waited for the group commit that made them durable",
@@ -164,20 +165,14 @@ class SnapshotCollector:
         latency.add_metric([taken.cluster], buckets, taken.latency_sum)
         yield latency
 
-    @staticmethod
-    def _families(specs: Any, labels: list[str], rows: list[tuple[list[str], tuple[float, ...]]]) -> Iterator[Metric]:
-        for index, (name, kind, doc) in enumerate(specs):
-            family = _family(name, kind, doc, labels)
-            for values, figures in rows:
-                family.add_metric(values, figures[index])
-            yield family
-
 
 def render(taken: Snapshot) -> bytes:
     """The text of one scrape (in a worker thread)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(taken))
-    return generate_latest(registry, escaping=_ESCAPING)
+    per_topic = exposition.families(TOPIC_METRICS, _TOPIC, taken.topics)
+    per_subscription = exposition.families(SUBSCRIPTION_METRICS, _SUBSCRIPTION, taken.subscriptions)
+    return generate_latest(registry, escaping=_ESCAPING) + (per_topic + per_subscription).encode()
 
 
 def register(router: Router, ctx: AdminContext) -> None:
