@@ -2,8 +2,9 @@
 
 Policies are kept as Pulsar's ``Policies`` JSON object holds them (field names included), so the admin API
 returns what was set. Those that change behaviour here: ``deduplicationEnabled``, ``retention_policies``,
-``message_ttl_in_seconds``, ``autoTopicCreationOverride`` and ``schema_compatibility_strategy``; the broker and
-:class:`PolicyEnforcer` read them through the accessors below. Every other policy is stored and returned as set.
+``message_ttl_in_seconds``, ``compaction_threshold``, ``autoTopicCreationOverride`` and
+``schema_compatibility_strategy``; the broker and :class:`PolicyEnforcer` read them through the accessors below.
+Every other policy is stored and returned as set.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from engine.clock import Cancellable, now_ms
+from engine.compaction import CompactionStatus
 from engine.store import Store, StoredSchema
 
 if TYPE_CHECKING:
@@ -181,6 +183,10 @@ class Namespaces:
         """Seconds after which unacknowledged messages expire (0: never)."""
         return int(self.policy(namespace, "message_ttl_in_seconds") or 0)
 
+    def compaction_threshold(self, namespace: str) -> int:
+        """Bytes after the last compaction's horizon beyond which a topic is compacted (0: never)."""
+        return int(self.policy(namespace, "compaction_threshold") or 0)
+
     def retention(self, namespace: str) -> tuple[int, int] | None:
         """``(minutes, megabytes)`` acknowledged data is kept for (-1: no limit), or None when not set."""
         value = self.policy(namespace, "retention_policies")
@@ -280,8 +286,22 @@ def consumed_upto(topic: Topic) -> int:
     return min([topic.read_limit, *marks])
 
 
+def compact_over(topic: Topic, threshold: int) -> bool:
+    """Start a compaction of a topic holding more than ``threshold`` bytes after its compacted view, as Pulsar's
+    ``checkCompaction``; whether one started."""
+    compaction = topic.compaction
+    if compaction.status is CompactionStatus.RUNNING:
+        return False
+    _, size = topic.store.entries_size(topic.topic_id, compaction.horizon, topic.read_limit)
+    if size <= threshold:
+        return False
+    log.info("%s: %d bytes after the compacted view exceed the compaction threshold %d", topic.name, size, threshold)
+    compaction.trigger()
+    return True
+
+
 class PolicyEnforcer:
-    """Applies message TTL and retention to the loaded topics every ``interval`` seconds."""
+    """Applies message TTL, retention and the compaction threshold to the loaded topics every ``interval`` seconds."""
 
     def __init__(self, broker: Broker, interval: float) -> None:
         self.broker = broker
@@ -320,6 +340,9 @@ class PolicyEnforcer:
             retention = namespaces.retention(namespace)
             if retention is not None:
                 self.trim(topic, retention, now)
+            threshold = namespaces.compaction_threshold(namespace)
+            if threshold > 0:
+                compact_over(topic, threshold)
 
     def trim(self, topic: Topic, retention: tuple[int, int], now: int) -> int:
         """Delete acknowledged entries beyond the retention limits; returns the last entry deleted (-1 if none).

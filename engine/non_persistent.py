@@ -115,10 +115,10 @@ class NonPersistentTopic(ProducerHost):
             subscription.dispatch(entry)
 
     def subscribe(
-        self, sub_name: str, sub_type: SubType, consumer: Consumer, *, durable: bool, sticky: bool, read_compacted: bool
+        self, sub_name: str, sub_type: SubType, consumer: Consumer, *, durable: bool, sticky: bool
     ) -> NonPersistentSubscription:
         """Attach a consumer, creating the subscription if it has none."""
-        if read_compacted:
+        if consumer.read_compacted:
             raise BrokerError(ServerError.NotAllowedError, "readCompacted only valid on persistent topics")
         subscription = self.subscriptions.get(sub_name)
         if subscription is None:

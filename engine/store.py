@@ -41,6 +41,10 @@ CREATE INDEX IF NOT EXISTS pending_acks_by_txn ON pending_acks (topic_id, subscr
 CREATE TABLE IF NOT EXISTS schemas (
     topic TEXT NOT NULL, version INTEGER NOT NULL, type INTEGER NOT NULL, name TEXT NOT NULL,
     data BLOB NOT NULL, properties TEXT NOT NULL, PRIMARY KEY (topic, version));
+CREATE TABLE IF NOT EXISTS compacted_entries (
+    topic_id INTEGER NOT NULL, entry_id INTEGER NOT NULL, body BLOB NOT NULL, PRIMARY KEY (topic_id, entry_id));
+CREATE TABLE IF NOT EXISTS compactions (
+    topic_id INTEGER PRIMARY KEY, horizon INTEGER NOT NULL, ledger_id INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS metadata (
     kind TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, name));
 """
@@ -147,6 +151,8 @@ class Store:
             self._db.execute("DELETE FROM producer_sequences WHERE topic_id = ?", (topic_id,))
             self._db.execute("DELETE FROM txn_buffer_snapshots WHERE topic_id = ?", (topic_id,))
             self._db.execute("DELETE FROM pending_acks WHERE topic_id = ?", (topic_id,))
+            self._db.execute("DELETE FROM compacted_entries WHERE topic_id = ?", (topic_id,))
+            self._db.execute("DELETE FROM compactions WHERE topic_id = ?", (topic_id,))
 
     def partitioned_topics(self) -> dict[str, int]:
         """Partitioned topics and their partition counts."""
@@ -231,6 +237,43 @@ class Store:
     def stage_entry(self, topic_id: int, entry_id: int, publish_time: int, body: bytes) -> None:
         """Stage an entry for the next commit."""
         self._staged.entries[topic_id].append((entry_id, publish_time, body))
+
+    # -- compacted views ------------------------------------------------------------------------
+
+    def compaction(self, topic_id: int) -> tuple[int, int, int, int] | None:
+        """A topic's compacted view: ``(horizon, ledger id, entries, bytes)``, or None if it never had one."""
+        row = self._db.execute("SELECT horizon, ledger_id FROM compactions WHERE topic_id = ?", (topic_id,)).fetchone()
+        if row is None:
+            return None
+        count, size = self._db.execute(
+            "SELECT count(*), coalesce(sum(length(body)), 0) FROM compacted_entries WHERE topic_id = ?", (topic_id,)
+        ).fetchone()
+        return row[0], row[1], count, size
+
+    def compacted_read(self, topic_id: int, start: int, end: int, limit: int) -> list[tuple[int, bytes]]:
+        """Up to ``limit`` entries of a topic's compacted view with ``start <= entry_id <= end``, in order."""
+        return self._db.execute(
+            "SELECT entry_id, body FROM compacted_entries WHERE topic_id = ? AND entry_id BETWEEN ? AND ?"
+            " ORDER BY entry_id LIMIT ?",
+            (topic_id, start, end, limit),
+        ).fetchall()
+
+    def compacted_last(self, topic_id: int) -> tuple[int, bytes] | None:
+        """The last entry of a topic's compacted view."""
+        return self._db.execute(
+            "SELECT entry_id, body FROM compacted_entries WHERE topic_id = ? ORDER BY entry_id DESC LIMIT 1",
+            (topic_id,),
+        ).fetchone()
+
+    def stage_compaction(self, topic_id: int, horizon: int, ledger_id: int, rows: list[tuple[int, bytes]]) -> None:
+        """Stage a new compacted view ``(entry_id, body)`` up to ``horizon``, replacing the previous one."""
+        ops = self._staged.ops
+        ops.append(("DELETE FROM compacted_entries WHERE topic_id = ?", (topic_id,)))
+        for start in range(0, len(rows), ROWS_PER_STATEMENT):
+            chunk = rows[start : start + ROWS_PER_STATEMENT]
+            statement = _statement("INSERT INTO compacted_entries VALUES", "(?, ?, ?)", ", ", len(chunk))
+            ops.append((statement, tuple(chain.from_iterable((topic_id, *row) for row in chunk))))
+        ops.append(("INSERT OR REPLACE INTO compactions VALUES (?, ?, ?)", (topic_id, horizon, ledger_id)))
 
     # -- cursors and producer sequences ------------------------------------------------------
 

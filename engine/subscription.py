@@ -96,6 +96,8 @@ class Consumer:
     bytes_out: int = 0
     #: Whether this consumer was told that its terminated topic has nothing more.
     told_end_of_topic: bool = False
+    #: Exclusive and Failover: read the topic's compacted view up to its horizon, then the log after it.
+    read_compacted: bool = False
 
 
 def _type_name(sub_type: SubType) -> str:
@@ -510,8 +512,16 @@ class Subscription(ConsumerGroup):
 
     def _read(self, position: int, limit: int, permits: int) -> list[Entry]:
         """The next entries for ``permits`` messages: as many as the entries read last suggest (Pulsar's
-        avgMessagesPerEntry), so that a consumer of large batches does not make a whole chunk be read for one."""
+        avgMessagesPerEntry), so that a consumer of large batches does not make a whole chunk be read for one.
+
+        An active consumer that reads compacted gets the compacted view up to its horizon first."""
         count = max(1, min(READ_CHUNK, permits // self._messages_per_entry))
+        compaction = self.topic.compaction
+        if position <= compaction.horizon and self._active is not None and self._active.read_compacted:
+            entries = compaction.read(position, count)
+            if entries:
+                return entries
+            position = compaction.horizon + 1
         entries = self.topic.read(position, min(limit, position + count - 1))
         if entries:
             self._messages_per_entry = max(1, sum(e.num_messages for e in entries) // len(entries))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
 
+from engine.compaction import Compaction
 from engine.cursor import Cursor
 from engine.entry import Entry
 from engine.errors import BrokerError
@@ -158,6 +159,7 @@ class Topic(ProducerHost):
             self.subscriptions[sub_name] = Subscription(self, sub_name, SubType.EXCLUSIVE, loaded, durable=True)
         self.txn_buffer = TransactionBuffer(self, broker.config.snapshot_policy)
         self.txn_buffer.recover()
+        self.compaction = Compaction(self)
         held: dict[str, list[tuple[TxnId, str]]] = {}
         for sub_name, most, least, record in self.store.pending_acks(self.topic_id):
             held.setdefault(sub_name, []).append((TxnId(most, least), record))
@@ -343,6 +345,10 @@ class Topic(ProducerHost):
         A new subscription starts at the first entry (``earliest``), after the last (latest), or, for a
         non-durable one, at ``start_entry`` when given.
         """
+        if consumer.read_compacted and sub_type not in (SubType.EXCLUSIVE, SubType.FAILOVER):
+            raise BrokerError(
+                ServerError.NotAllowedError, "readCompacted only allowed on failover or exclusive subscriptions"
+            )
         subscription = self.subscriptions.get(sub_name)
         created = subscription is None
         if subscription is None:

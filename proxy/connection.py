@@ -603,6 +603,10 @@ class PulsarConnection(protocol.Protocol):
             self.error(request.request_id, failure)
             return
         last = topic.last_entry()
+        compaction = topic.compaction
+        if consumer.read_compacted and compaction.exists and (last is None or last.entry_id <= compaction.horizon):
+            # Nothing after the compacted view: its last entry is the last this consumer can get.
+            last = compaction.last()
         partition = topic.name.partition_index
         if last is None:
             last_id = MessageId(NO_ID, NO_ID, partition)

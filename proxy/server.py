@@ -152,6 +152,7 @@ class BrokerService:
             priority=request.priority_level,
             epoch=request.consumer_epoch if request.HasField("consumer_epoch") else None,
             hash_ranges=ranges,
+            read_compacted=request.read_compacted,
         )
         if isinstance(topic, NonPersistentTopic):
             topic.subscribe(
@@ -160,7 +161,6 @@ class BrokerService:
                 consumer,
                 durable=request.durable,
                 sticky=sticky,
-                read_compacted=request.read_compacted,
             )
             return consumer
         start_entry = None

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import struct
-import zlib
 from datetime import UTC, datetime
 
 from twisted.web import http_headers
@@ -17,11 +16,10 @@ from twisted.web import http_headers
 from engine.entry import Entry
 from engine.topic import Topic
 from proxy.admin.http import AdminError, Reply
-from wire.pulsar_api_pb2 import CompressionType, MessageMetadata
+from wire.compression import CompressionError, decompress
+from wire.pulsar_api_pb2 import MessageMetadata
 
 _U32 = struct.Struct(">I")
-_U16LE = struct.Struct("<H")
-_U32LE = struct.Struct("<I")
 
 
 #: Header names whose case Pulsar clients rely on (the Java admin client finds ``X-Pulsar-PROPERTY`` by an exact
@@ -68,93 +66,6 @@ def pulsar_time(ms: int) -> str:
     return text.replace("+00:00", "Z")
 
 
-def _lz4_block(src: bytes, size: int) -> bytes:
-    """Decompress an LZ4 block (the format Pulsar's LZ4 codec writes)."""
-    out = bytearray()
-    i, n = 0, len(src)
-    while i < n:
-        token = src[i]
-        i += 1
-        literal = token >> 4
-        if literal == 15:
-            while True:
-                extra = src[i]
-                i += 1
-                literal += extra
-                if extra != 255:
-                    break
-        out += src[i : i + literal]
-        i += literal
-        if i >= n:
-            break
-        offset = src[i] | (src[i + 1] << 8)
-        i += 2
-        length = token & 15
-        if length == 15:
-            while True:
-                extra = src[i]
-                i += 1
-                length += extra
-                if extra != 255:
-                    break
-        length += 4
-        start = len(out) - offset
-        if offset <= 0 or start < 0:
-            raise ValueError("corrupt LZ4 block")
-        for k in range(length):
-            out.append(out[start + k])
-    if len(out) != size:
-        raise ValueError(f"LZ4 block has {len(out)} bytes, {size} expected")
-    return bytes(out)
-
-
-def _snappy(src: bytes) -> bytes:
-    """Decompress raw Snappy (the format Pulsar's Snappy codec writes)."""
-    i, shift, size = 0, 0, 0
-    while True:
-        byte = src[i]
-        i += 1
-        size |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            break
-    out = bytearray()
-    while i < len(src):
-        tag = src[i]
-        i += 1
-        kind = tag & 3
-        if kind == 0:
-            length = tag >> 2
-            if length >= 60:
-                extra = length - 59
-                length = int.from_bytes(src[i : i + extra], "little")
-                i += extra
-            length += 1
-            out += src[i : i + length]
-            i += length
-            continue
-        if kind == 1:
-            length = ((tag >> 2) & 7) + 4
-            offset = ((tag >> 5) << 8) | src[i]
-            i += 1
-        elif kind == 2:
-            length = (tag >> 2) + 1
-            (offset,) = _U16LE.unpack_from(src, i)
-            i += 2
-        else:
-            length = (tag >> 2) + 1
-            (offset,) = _U32LE.unpack_from(src, i)
-            i += 4
-        start = len(out) - offset
-        if offset <= 0 or start < 0:
-            raise ValueError("corrupt Snappy data")
-        for k in range(length):
-            out.append(out[start + k])
-    if len(out) != size:
-        raise ValueError(f"Snappy data has {len(out)} bytes, {size} expected")
-    return bytes(out)
-
-
 def split_body(body: bytes) -> tuple[MessageMetadata, bytes]:
     """The metadata and (possibly compressed) payload of a stored body."""
     (size,) = _U32.unpack_from(body, 6)
@@ -165,19 +76,10 @@ def split_body(body: bytes) -> tuple[MessageMetadata, bytes]:
 
 def uncompressed(meta: MessageMetadata, payload: bytes) -> bytes:
     """The payload without its compression."""
-    kind = meta.compression
     try:
-        if kind == CompressionType.NONE:
-            return payload
-        if kind == CompressionType.ZLIB:
-            return zlib.decompress(payload)
-        if kind == CompressionType.LZ4:
-            return _lz4_block(payload, meta.uncompressed_size)
-        if kind == CompressionType.SNAPPY:
-            return _snappy(payload)
-    except (ValueError, IndexError, zlib.error) as exc:
+        return decompress(meta.compression, payload, meta.uncompressed_size)
+    except CompressionError as exc:
         raise AdminError(500, f"Failed to decompress the message: {exc}") from None
-    raise AdminError(500, f"Decompressing {CompressionType.Name(kind)} payloads is not supported here")
 
 
 def entry_reply(topic: Topic, entry: Entry) -> Reply:

@@ -259,6 +259,13 @@ def topic_stats(
         committedTxnCount=txn.committed,
         deduplicationStatus="Enabled" if topic.broker.deduplication(topic.name) else "Disabled",
     )
+    compaction = topic.compaction
+    out["compaction"] = {
+        "lastCompactionRemovedEventCount": compaction.removed_events,
+        "lastCompactionSucceedTimestamp": compaction.succeeded_ms,
+        "lastCompactionFailedTimestamp": compaction.failed_ms,
+        "lastCompactionDurationTimeInMills": compaction.duration_ms,
+    }
     return out
 
 
@@ -403,5 +410,15 @@ def internal_stats(stats: BrokerStats, topic: Topic) -> dict[str, Any]:
     out["waitingCursorsCount"] = sum(1 for s in topic.subscriptions.values() if any(c.permits > 0 for c in s.consumers))
     out["cursors"] = {name: cursor_stats(topic, sub) for name, sub in topic.subscriptions.items() if sub.durable}
     out["schemaLedgers"] = []
-    out["compactedLedger"] = dict(NO_LEDGER)
+    compaction = topic.compaction
+    if compaction.exists:
+        out["compactedLedger"] = {
+            "ledgerId": compaction.ledger_id,
+            "entries": compaction.entries,
+            "size": compaction.size,
+            "offloaded": False,
+            "underReplicated": False,
+        }
+    else:
+        out["compactedLedger"] = dict(NO_LEDGER)
     return out

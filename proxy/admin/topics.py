@@ -2,7 +2,7 @@
 
 Creation and deletion of partitioned and non-partitioned topics, partition counts, stats, internal stats, the
 last message id, subscriptions (create at a position, delete, reset by time or message id, skip, clear backlog,
-expire), peeking and examining messages, termination and compaction status, as Pulsar's ``PersistentTopicsBase``
+expire), peeking and examining messages, termination, compaction and its status, as Pulsar's ``PersistentTopicsBase``
 answers them. Of non-persistent topics (in memory only), the loaded ones are listed and their stats given; the other
 operations treat them as not found.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.clock import now_ms
+from engine.compaction import CompactionRunningError
 from engine.entry import Entry
 from engine.errors import BrokerError
 from engine.names import TopicName
@@ -409,13 +410,17 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("GET", T + "/compaction")
     def compaction_status(call: Call) -> Any:
-        existing_topic(ctx, parse_topic(call))
-        return {"status": "NOT_RUN", "lastError": ""}
+        compaction = existing_topic(ctx, parse_topic(call)).compaction
+        return {"status": compaction.status.value, "lastError": compaction.last_error}
 
     @router.route("PUT", T + "/compaction")
     def compact(call: Call) -> Any:
-        existing_topic(ctx, parse_topic(call))
-        raise AdminError(405, "Topic compaction is not supported by this endpoint")
+        for topic in _targets(ctx, parse_topic(call)):
+            try:
+                topic.compaction.trigger()
+            except CompactionRunningError as exc:
+                raise AdminError(409, str(exc)) from None
+        return None
 
     # -- subscriptions ------------------------------------------------------------------------------
 

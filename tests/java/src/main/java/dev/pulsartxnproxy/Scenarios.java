@@ -47,7 +47,7 @@ final class Scenarios {
             "consume_process_produce", "consume_process_produce_abort", "txn_ack_then_abort",
             "commit_after_abort", "ack_conflict", "txn_timeout", "crash_prepare", "commit_and_verify",
             "crash_verify", "hang_prepare", "hang_verify", "reader_open_txn", "batch_ack_conflict",
-            "aborted_then_committed", "spin_hold", "end_then_die", "end_verify");
+            "aborted_then_committed", "spin_hold", "end_then_die", "end_verify", "keyed_txns");
 
     /** Scenarios that leave the process with open transactions or unanswered requests on purpose: no close. */
     static final Set<String> LEAVE_OPEN = Set.of("crash_prepare", "hang_prepare", "end_then_die");
@@ -112,6 +112,7 @@ final class Scenarios {
             case "spin_hold" -> spinHold(arg(args, 0), Path.of(arg(args, 1)), Path.of(arg(args, 2)));
             case "end_then_die" -> endThenDie(arg(args, 0), flag(args, 1, "commit"));
             case "end_verify" -> endVerify(arg(args, 0), flag(args, 1, "commit"), arg(args, 2));
+            case "keyed_txns" -> keyedTxns(arg(args, 0), flag(args, 1, "batched"));
             default -> throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
@@ -599,6 +600,35 @@ final class Scenarios {
         held.close();
         Consumer<byte[]> last = batchIndexConsumer(partition);
         obs.put("left_at_end", texts(within(last, QUIET_MS)));
+    }
+
+    /**
+     * {@code keyed_txns}: keyed messages in a committed transaction (k1=c1, k2=c2), then in an aborted one (k1=a1,
+     * k3=a3), then one plain message (k4=p1); what a compaction of the topic keeps is checked from pytest.
+     */
+    private void keyedTxns(String topic, boolean batched) throws Exception {
+        obs.put("batched", batched);
+        Producer<byte[]> producer = producer(topic, batched);
+        Transaction committed = newTxn(LONG_TXN_SECONDS);
+        sendKeyed(producer, committed, "k1", "c1", "k2", "c2");
+        obs.put("commit_error", outcome(() -> committed.commit().get(WAIT_SECONDS, SECONDS)));
+        Transaction aborted = newTxn(LONG_TXN_SECONDS);
+        sendKeyed(producer, aborted, "k1", "a1", "k3", "a3");
+        obs.put("abort_error", outcome(() -> aborted.abort().get(WAIT_SECONDS, SECONDS)));
+        sendKeyed(producer, null, "k4", "p1");
+    }
+
+    /** Sends {@code key, payload} pairs asynchronously (one batch when batching), then waits for every receipt. */
+    private static void sendKeyed(Producer<byte[]> producer, Transaction txn, String... keysAndPayloads)
+            throws Exception {
+        List<CompletableFuture<MessageId>> sends = new ArrayList<>();
+        for (int i = 0; i < keysAndPayloads.length; i += 2) {
+            sends.add(message(producer, txn, keysAndPayloads[i + 1]).key(keysAndPayloads[i]).sendAsync());
+        }
+        producer.flush();
+        for (CompletableFuture<MessageId> send : sends) {
+            send.get(WAIT_SECONDS, SECONDS);
+        }
     }
 
     /**
