@@ -34,8 +34,9 @@ log = logging.getLogger(__name__)
 
 #: The durable subscription whose cursor is at the horizon of the last compaction, as in Pulsar.
 COMPACTION_SUBSCRIPTION = "__compaction"
-#: Entries read per step of a compaction, between turns of the event loop.
-STEP_ENTRIES = 1000
+#: Entries read per step of a compaction, between turns of the event loop. 100,000 entries of 1,000 keys: 1,000 a step
+#: compacted in 1.8 s while a publish took 19.5 ms (median); 250 a step, 1.9 s and 4.3 ms.
+STEP_ENTRIES = 250
 #: The latest message of a key: ``(entry id, batch index)``, the index -1 for an entry that is not a batch.
 Latest = tuple[int, int]
 
