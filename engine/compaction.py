@@ -24,7 +24,7 @@ from engine.clock import now_ms
 from engine.entry import Entry
 from wire.batch import build_batch, split_batch
 from wire.compression import CompressionError, decompress
-from wire.framing import ProtocolError, make_body
+from wire.framing import ProtocolError, make_body, split_body
 from wire.pulsar_api_pb2 import CompressionType, MessageMetadata, SingleMessageMetadata
 
 if TYPE_CHECKING:
@@ -201,9 +201,9 @@ class _Run:
     # -- phase one: the latest message of each key ---------------------------------------------
 
     def _find_latest(self, entry: Entry) -> None:
-        meta, payload = _split(entry.body)
+        meta, payload = split_body(entry.body)
         if not entry.is_batch:
-            key = meta.partition_key if meta.HasField("partition_key") else None
+            key = _key(meta)
             size = meta.uncompressed_size if meta.HasField("uncompressed_size") else len(payload)
             self._saw(key, size, (entry.entry_id, -1))
             return
@@ -213,7 +213,7 @@ class _Run:
             return
         for index, (single, _) in enumerate(messages):
             if not single.compacted_out:
-                key = single.partition_key if single.HasField("partition_key") else None
+                key = _key(single)
                 self._saw(key, single.payload_size, (entry.entry_id, index))
 
     def _saw(self, key: str | None, size: int, at: Latest) -> None:
@@ -232,9 +232,9 @@ class _Run:
         if entry.entry_id in self.undecodable:
             self.rows.append((entry.entry_id, entry.body))
             return
-        meta, payload = _split(entry.body)
+        meta, payload = split_body(entry.body)
         if not entry.is_batch:
-            key = meta.partition_key if meta.HasField("partition_key") else None
+            key = _key(meta)
             if key is not None and self.latest.get(key) == (entry.entry_id, -1):
                 self.rows.append((entry.entry_id, entry.body))
             return
@@ -242,7 +242,7 @@ class _Run:
         assert messages is not None  # it decoded in phase one
         kept = []
         for index, (single, data) in enumerate(messages):
-            key = single.partition_key if single.HasField("partition_key") else None
+            key = _key(single)
             if single.compacted_out or (key is not None and data and self.latest.get(key) == (entry.entry_id, index)):
                 kept.append((single, data))
             else:
@@ -257,11 +257,9 @@ class _Run:
         self.rows.append((entry.entry_id, make_body(meta, build_batch(kept))))
 
 
-def _split(body: bytes) -> tuple[MessageMetadata, bytes]:
-    size = int.from_bytes(body[6:10], "big")
-    meta = MessageMetadata()
-    meta.ParseFromString(body[10 : 10 + size])
-    return meta, body[10 + size :]
+def _key(meta: MessageMetadata | SingleMessageMetadata) -> str | None:
+    """A message's key (its partition key), or None."""
+    return meta.partition_key if meta.HasField("partition_key") else None
 
 
 def _messages(meta: MessageMetadata, payload: bytes) -> list[tuple[SingleMessageMetadata, bytes]] | None:

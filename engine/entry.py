@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
+from wire.framing import stored_metadata
 from wire.pulsar_api_pb2 import MessageMetadata
 
-_META_SIZE = struct.Struct(">I")
 #: The sticky key of a message with neither ordering key nor partition key (as Pulsar does).
 NONE_KEY = b"NONE_KEY"
 
@@ -58,7 +57,4 @@ class Entry:
     @classmethod
     def from_body(cls, entry_id: int, body: bytes) -> Entry:
         """Describe a stored body (parses its metadata)."""
-        (size,) = _META_SIZE.unpack_from(body, 6)
-        meta = MessageMetadata()
-        meta.ParseFromString(body[10 : 10 + size])
-        return cls.from_metadata(entry_id, body, meta)
+        return cls.from_metadata(entry_id, body, stored_metadata(body))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from itertools import chain
 from pathlib import Path
@@ -269,10 +269,8 @@ class Store:
         """Stage a new compacted view ``(entry_id, body)`` up to ``horizon``, replacing the previous one."""
         ops = self._staged.ops
         ops.append(("DELETE FROM compacted_entries WHERE topic_id = ?", (topic_id,)))
-        for start in range(0, len(rows), ROWS_PER_STATEMENT):
-            chunk = rows[start : start + ROWS_PER_STATEMENT]
-            statement = _statement("INSERT INTO compacted_entries VALUES", "(?, ?, ?)", ", ", len(chunk))
-            ops.append((statement, tuple(chain.from_iterable((topic_id, *row) for row in chunk))))
+        with_topic = [(topic_id, *row) for row in rows]
+        ops.extend(_row_statements("INSERT INTO compacted_entries VALUES", "(?, ?, ?)", ", ", with_topic))
         ops.append(("INSERT OR REPLACE INTO compactions VALUES (?, ?, ?)", (topic_id, horizon, ledger_id)))
 
     # -- cursors and producer sequences ------------------------------------------------------
@@ -423,9 +421,18 @@ def _execute_rows(
     db: sqlite3.Connection, head: str, row: str, separator: str, rows: Sequence[tuple[object, ...]]
 ) -> None:
     """Run ``head`` followed by one ``row`` per row, joined by ``separator``: :data:`ROWS_PER_STATEMENT` rows a time."""
+    for statement, params in _row_statements(head, row, separator, rows):
+        db.execute(statement, params)
+
+
+def _row_statements(
+    head: str, row: str, separator: str, rows: Sequence[tuple[object, ...]]
+) -> Iterator[tuple[str, tuple[object, ...]]]:
+    """The statements ``head`` + ``row`` per row (joined by ``separator``) for :data:`ROWS_PER_STATEMENT` rows each,
+    with their parameters."""
     for start in range(0, len(rows), ROWS_PER_STATEMENT):
         chunk = rows[start : start + ROWS_PER_STATEMENT]
-        db.execute(_statement(head, row, separator, len(chunk)), list(chain.from_iterable(chunk)))
+        yield _statement(head, row, separator, len(chunk)), tuple(chain.from_iterable(chunk))
 
 
 @lru_cache(maxsize=1024)

@@ -120,6 +120,17 @@ def stored_payload(body: bytes) -> bytes:
     return body[10 + meta_size :]
 
 
+def stored_metadata(body: bytes) -> MessageMetadata:
+    """The metadata of a normalised body ``[0x0e01][crc32c][metaSize][metadata][payload]``."""
+    (meta_size,) = _U32.unpack_from(body, 6)
+    return MessageMetadata.FromString(body[10 : 10 + meta_size])
+
+
+def split_body(body: bytes) -> tuple[MessageMetadata, bytes]:
+    """The metadata and the (possibly compressed) payload of a normalised body."""
+    return stored_metadata(body), stored_payload(body)
+
+
 def make_body(metadata: bytes | MessageMetadata, payload: bytes) -> bytes:
     """Build ``[0x0e01][crc32c][metaSize][metadata][payload]``."""
     meta = metadata if isinstance(metadata, bytes) else metadata.SerializeToString()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import struct
 from datetime import UTC, datetime
 
 from twisted.web import http_headers
@@ -17,10 +16,8 @@ from engine.entry import Entry
 from engine.topic import Topic
 from proxy.admin.http import AdminError, Reply
 from wire.compression import CompressionError, decompress
+from wire.framing import split_body
 from wire.pulsar_api_pb2 import MessageMetadata
-
-_U32 = struct.Struct(">I")
-
 
 #: Header names whose case Pulsar clients rely on (the Java admin client finds ``X-Pulsar-PROPERTY`` by an exact
 #: comparison), written as Pulsar writes them.
@@ -64,14 +61,6 @@ def pulsar_time(ms: int) -> str:
     """Epoch milliseconds as Pulsar's ``DateFormatter`` writes them (ISO 8601 with offset)."""
     text = datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
     return text.replace("+00:00", "Z")
-
-
-def split_body(body: bytes) -> tuple[MessageMetadata, bytes]:
-    """The metadata and (possibly compressed) payload of a stored body."""
-    (size,) = _U32.unpack_from(body, 6)
-    meta = MessageMetadata()
-    meta.ParseFromString(body[10 : 10 + size])
-    return meta, body[10 + size :]
 
 
 def uncompressed(meta: MessageMetadata, payload: bytes) -> bytes:
