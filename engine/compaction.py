@@ -5,7 +5,7 @@ starts (the new horizon). Phase one finds the latest message of each key: a mess
 its key, a message without a key is dropped, and so are transaction markers and aborted messages. Phase two keeps
 each entry that holds a latest message. In a batch, the other messages are replaced by empty ones flagged
 ``compacted_out``, so that the batch indexes stay as published; a batch whose payload does not decode is kept whole.
-A batch that changes is written uncompressed (Pulsar compresses it again with its codec). The view keeps each entry's
+A batch that changes is compressed again with its own codec, as Pulsar does. The view keeps each entry's
 id, and replaces the previous one in one store transaction.
 
 Consumers that ask to read compacted (Exclusive and Failover only) read the view up to its horizon, then the log
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from engine.clock import now_ms
 from engine.entry import Entry
 from wire.batch import build_batch, split_batch
-from wire.compression import CompressionError, decompress
+from wire.compression import CompressionError, compress, decompress
 from wire.framing import ProtocolError, make_body, split_body
 from wire.pulsar_api_pb2 import CompressionType, MessageMetadata, SingleMessageMetadata
 
@@ -252,9 +252,11 @@ class _Run:
         if kept == messages:
             self.rows.append((entry.entry_id, entry.body))
             return
-        meta.compression = CompressionType.NONE
-        meta.ClearField("uncompressed_size")
-        self.rows.append((entry.entry_id, make_body(meta, build_batch(kept))))
+        # Compressed again with the batch's own codec, as Pulsar's compactor does.
+        batch = build_batch(kept)
+        if meta.compression != CompressionType.NONE or meta.HasField("uncompressed_size"):
+            meta.uncompressed_size = len(batch)
+        self.rows.append((entry.entry_id, make_body(meta, compress(meta.compression, batch))))
 
 
 def _key(meta: MessageMetadata | SingleMessageMetadata) -> str | None:

@@ -14,7 +14,6 @@ import logging
 import struct
 import time
 import uuid
-import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,13 +22,13 @@ from typing import Any, NamedTuple
 from google.protobuf.message import DecodeError
 
 from spark.protocol import Client, Connection, PulsarError, TopicNotFoundError, full_topic_name, split_partition
+from wire import compression
 from wire.batch import split_batch
 from wire.commands import NO_ID, make
 from wire.framing import parse_body
 from wire.pulsar_api_pb2 import (
     BaseCommand,
     CommandSubscribe,
-    CompressionType,
     MessageIdData,
     MessageMetadata,
     SingleMessageMetadata,
@@ -117,31 +116,11 @@ def parse_message_id(data: bytes | list[int]) -> Position:
 
 
 def decompress(metadata: MessageMetadata, payload: bytes) -> bytes:
-    """The uncompressed payload of an entry (ZLIB built in; LZ4, ZSTD, SNAPPY when their modules exist)."""
-    kind = metadata.compression
-    if kind == CompressionType.NONE:
-        return payload
-    size = metadata.uncompressed_size
+    """The uncompressed payload of an entry, whatever codec its producer chose."""
     try:
-        if kind == CompressionType.ZLIB:
-            return zlib.decompress(payload)
-        if kind == CompressionType.LZ4:
-            import lz4.block
-
-            return lz4.block.decompress(payload, uncompressed_size=size)
-        if kind == CompressionType.ZSTD:
-            import zstandard
-
-            return zstandard.ZstdDecompressor().decompress(payload, max_output_size=size)
-        if kind == CompressionType.SNAPPY:
-            import snappy
-
-            return snappy.uncompress(payload)
-    except ImportError as exc:
-        raise PulsarError(
-            f"messages are {CompressionType.Name(kind)}-compressed; install the {exc.name!r} module to read them"
-        ) from None
-    raise PulsarError(f"unknown compression {kind}")
+        return compression.decompress(metadata.compression, payload, metadata.uncompressed_size)
+    except compression.CompressionError as exc:
+        raise PulsarError(f"a payload does not decompress: {exc}") from None
 
 
 def key_bytes(partition_key: str, b64: bool) -> bytes:

@@ -116,6 +116,37 @@ def test_large_topic_compacts_in_steps_while_publishing_goes_on(server_factory: 
     assert http_json(admin_url + _path(topic) + "/internalStats")["compactedLedger"]["entries"] == keys
 
 
+def test_changed_batches_keep_their_codec(server_factory: ServerFactory) -> None:
+    """A batch that loses messages to compaction is compressed again with its producer's codec, every codec."""
+    proc, admin_url = start_admin_server(server_factory)
+    client = make_client(proc.url)
+    filler = "x" * 2000
+    sizes = {}
+    for codec in ("NONE", "LZ4", "ZLib", "ZSTD", "SNAPPY"):
+        topic = _topic(codec.lower())
+        producer = client.create_producer(
+            topic,
+            batching_enabled=True,
+            batching_max_messages=40,
+            batching_max_publish_delay_ms=60_000,
+            compression_type=getattr(pulsar.CompressionType, codec),
+        )
+        for i in range(40):
+            producer.send_async(f"v{i}-{filler}".encode(), None, partition_key=f"k{i % 10}")
+        producer.flush()
+        assert compact(admin_url, topic)["status"] == "SUCCESS"
+        ledger = http_json(admin_url + _path(topic) + "/internalStats")["compactedLedger"]
+        assert ledger["entries"] == 1
+        sizes[codec] = ledger["size"]
+        # The Python client delivers the compacted-out messages of a batch as empty ones.
+        kept = [(key, value) for key, value in read_compacted(proc.url, topic) if value]
+        assert kept == [(f"k{i % 10}", f"v{i}-{filler}") for i in range(30, 40)]
+    client.close()
+    # Ten kept values of 2 KB: about 20 KB uncompressed, a small fraction of it compressed.
+    assert sizes["NONE"] > 20_000
+    assert all(size < 2_000 for codec, size in sizes.items() if codec != "NONE"), sizes
+
+
 def test_compaction_of_a_partitioned_topic_compacts_every_partition(server_factory: ServerFactory) -> None:
     proc, admin_url = start_admin_server(server_factory)
     topic = _topic("partitioned")

@@ -115,6 +115,8 @@ def test_compaction_of_batches(run: Run) -> Outcome:
         ("none", pulsar.CompressionType.NONE),
         ("lz4", pulsar.CompressionType.LZ4),
         ("zlib", pulsar.CompressionType.ZLib),
+        ("zstd", pulsar.CompressionType.ZSTD),
+        ("snappy", pulsar.CompressionType.SNAPPY),
     ]:
         topic = run.topic(name)
         path = _path(run, name)

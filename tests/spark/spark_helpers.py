@@ -17,11 +17,20 @@ def name(prefix: str) -> str:
     return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def publish(url: str, topic: str, values: Iterable[str], batching: bool = True, **send: Any) -> list[Any]:
+def publish(
+    url: str,
+    topic: str,
+    values: Iterable[str],
+    batching: bool = True,
+    compression: pulsar.CompressionType = pulsar.CompressionType.NONE,
+    **send: Any,
+) -> list[Any]:
     """Publish with the official client; returns the message ids (in order)."""
     client = pulsar.Client(url, logger=_LOGGER)
     try:
-        producer = client.create_producer(topic, batching_enabled=batching, batching_max_messages=25)
+        producer = client.create_producer(
+            topic, batching_enabled=batching, batching_max_messages=25, compression_type=compression
+        )
         if not batching:
             return [producer.send(v.encode(), **send) for v in values]
         ids: list[Any] = []

@@ -107,6 +107,17 @@ def test_partitioned_topics_are_split_by_partition_and_keys_routed(
     assert all(len(p) == 1 for p in partitions_of_key.values())
 
 
+def test_compressed_messages_are_read_with_every_codec(session: Any, server: Any) -> None:
+    topic = name("codecs")
+    expected = []
+    for codec in ("LZ4", "ZLib", "ZSTD", "SNAPPY"):
+        for batching in (True, False):
+            sent = [f"{codec}-{batching}-{i}-" + "compressible " * 20 for i in range(30)]
+            publish(server.url, topic, sent, batching=batching, compression=getattr(pulsar.CompressionType, codec))
+            expected += sent
+    assert [r.value.decode() for r in _read(session, server.url, topic=topic).collect()] == expected
+
+
 def test_batch_read_between_json_offsets(session: Any, server: Any) -> None:
     topic = name("range")
     ids = publish(server.url, topic, [f"m{i}" for i in range(10)], batching=False)
