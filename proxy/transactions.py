@@ -180,7 +180,11 @@ def check_transactional_send(connection: PulsarConnection, producer: Producer, t
     try:
         meta = connection.broker.coordinators.require_open(txn)
     except BrokerError as exc:
-        raise BrokerError(ServerError.NotAllowedError, exc.message) from None
+        message = exc.message
+        if exc.code == ServerError.TransactionNotFound:
+            # Pulsar's words for a transaction its coordinator has ended (behind the low-water mark).
+            message = f"Transaction [{txn}] has been ended. Please use a new transaction to send message."
+        raise BrokerError(ServerError.NotAllowedError, message) from None
     topic_name = producer.topic.name.full  # type: ignore[union-attr]
     if topic_name not in meta.partitions:
         raise BrokerError(ServerError.NotAllowedError, f"Partition {topic_name} was not added to transaction {txn}")

@@ -7,6 +7,11 @@ One set of fixtures, two ways to start the endpoint:
   ``@pytest.mark.container``, and for every test when pytest runs with ``--container``. Asking for the container
   path with no reachable container engine fails the test with the reason (never a skip).
 
+With ``--against-pulsar``, ``server`` is an Apache Pulsar standalone instead
+(:class:`tests.conformance.pulsar_standalone.PulsarStandalone`, resolved from Maven Central): the tests that only use
+``server`` (the Spark connector's, for one) then check the same behaviour against a real broker. Tests that need
+servers of their own (``server_factory``: kills, restarts, settings) fail with that reason in this mode.
+
 ``make test`` runs the suite on local processes and deselects the container-marked tests; ``make test-containers``
 sets up podman (or uses Docker), builds the image and runs them. ``server`` is function-scoped in form but backed
 by one session-scoped server per kind, so fixtures depending on it must be function-scoped too.
@@ -21,12 +26,13 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from tests.conformance.pulsar_standalone import PulsarStandalone
 from tests.container_endpoint import ContainerServer, EngineUnavailableError, endpoint_image, require_engine
 from tests.server_process import ServerProcess
 
 _LOGGER = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 #: The servers a test used, whose logs are attached to its report when it fails.
-_USED = pytest.StashKey[list[ServerProcess | ContainerServer]]()
+_USED = pytest.StashKey[list[ServerProcess | ContainerServer | PulsarStandalone]]()
 #: Log lines attached per server to a failed test's report.
 _LOG_TAIL_LINES = 60
 
@@ -38,6 +44,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--container",
         action="store_true",
         help="start every endpoint fixture in a container through testcontainers (fails without a container engine)",
+    )
+    parser.addoption(
+        "--against-pulsar",
+        action="store_true",
+        help="the `server` fixture is an Apache Pulsar standalone (the reference) instead of this endpoint",
     )
 
 
@@ -97,10 +108,21 @@ def container_server() -> Iterator[ContainerServer]:
         proc.remove_volume()
 
 
+@pytest.fixture(scope="session")
+def pulsar_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarStandalone]:
+    """An Apache Pulsar standalone for the session (``--against-pulsar``)."""
+    with PulsarStandalone(tmp_path_factory.mktemp("pulsar")) as proc:
+        yield proc
+
+
 @pytest.fixture
-def server(request: pytest.FixtureRequest) -> Server:
+def server(request: pytest.FixtureRequest) -> Server | PulsarStandalone:
     """One server for the session (per kind); tests use their own topic names."""
-    proc: Server = request.getfixturevalue("container_server" if _wants_container(request) else "local_server")
+    if request.config.getoption("against_pulsar"):
+        kind = "pulsar_server"
+    else:
+        kind = "container_server" if _wants_container(request) else "local_server"
+    proc: Server | PulsarStandalone = request.getfixturevalue(kind)
     _use(request, proc)
     return proc
 
@@ -111,6 +133,8 @@ def server_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C
 
     ``name`` names the data (a directory, or a volume in container mode): the same name shares the data.
     """
+    if request.config.getoption("against_pulsar"):
+        pytest.fail("this test starts endpoints of its own, which --against-pulsar cannot give", pytrace=False)
     in_container = _wants_container(request)
     image = _container_image() if in_container else ""
     started: list[Server] = []

@@ -131,8 +131,10 @@ class ContainerServer:
         self.extra = list(extra)
         self.volume = volume or f"pulsar-txn-proxy-test-{uuid.uuid4().hex[:12]}"
         self.port = port or free_port()
-        #: An admin port given in the options is published under the same number.
-        self.admin_port = _option_value(self.extra, "--admin-port")
+        #: The admin port (given in the options, or a free one), published under the same number.
+        self.admin_port = _option_value(self.extra, "--admin-port") or free_port()
+        if "--admin-port" not in self.extra:
+            self.extra += ["--admin-port", str(self.admin_port)]
         self.container: Any = None
         self.process: _ContainerState | None = None
         self.startup_seconds = 0.0
@@ -142,6 +144,10 @@ class ContainerServer:
     @property
     def url(self) -> str:
         return f"pulsar://127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
 
     def start(self, timeout: float = 30.0) -> ContainerServer:
         """Start a container and wait until it answers a Pulsar CONNECT through the published port."""
@@ -157,8 +163,7 @@ class ContainerServer:
             .with_command(command)
             .with_kwargs(labels={TEST_LABEL: "1"})
         )
-        if self.admin_port is not None:
-            container.with_bind_ports(self.admin_port, self.admin_port)
+        container.with_bind_ports(self.admin_port, self.admin_port)
         if not self._volume_created:
             _create_volume(self.volume)
             self._volume_created = True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import urllib.request
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -15,6 +17,20 @@ _LOGGER = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 def name(prefix: str) -> str:
     """A fresh topic name."""
     return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def partitioned(server: Any, prefix: str, partitions: int) -> str:
+    """A fresh topic name, created as a partitioned topic through the admin REST API (of this endpoint or Pulsar)."""
+    topic = name(prefix)
+    request = urllib.request.Request(
+        f"{server.admin_url}/admin/v2/{topic.replace('://', '/')}/partitions",
+        data=json.dumps(partitions).encode(),
+        headers={"Content-Type": "application/json"},
+        method="PUT",
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 204
+    return topic
 
 
 def publish(

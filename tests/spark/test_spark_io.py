@@ -11,7 +11,7 @@ from typing import Any
 import pulsar
 import pytest
 from pulsar.schema import AvroSchema, Integer, Record, String
-from spark_helpers import name, publish, read_committed, values
+from spark_helpers import name, partitioned, publish, read_committed, values
 
 UTC = dt.UTC
 
@@ -87,11 +87,8 @@ def test_rows_without_value_column_are_written_as_json(session: Any, server: Any
     ]
 
 
-def test_partitioned_topics_are_split_by_partition_and_keys_routed(
-    session: Any, server_factory: Any
-) -> None:
-    server = server_factory("--default-partitions", "3")
-    topic = name("parts")
+def test_partitioned_topics_are_split_by_partition_and_keys_routed(session: Any, server: Any) -> None:
+    topic = partitioned(server, "parts", 3)
     rows = [(f"v{i}", f"key-{i % 10}") for i in range(300)]
     frame = session.createDataFrame(rows, "value string, __key string")
     frame.write.format("pulsar").option("service.url", server.url).option("topic", topic).mode("append").save()
