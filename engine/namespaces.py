@@ -15,13 +15,13 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from engine import backlog_quota
 from engine.clock import Cancellable, now_ms
 from engine.compaction import CompactionStatus
 from engine.store import Store, StoredSchema
 
 if TYPE_CHECKING:
     from engine.broker import Broker
-    from engine.subscription import Subscription
     from engine.topic import Topic
 
 log = logging.getLogger(__name__)
@@ -183,6 +183,10 @@ class Namespaces:
         """Seconds after which unacknowledged messages expire (0: never)."""
         return int(self.policy(namespace, "message_ttl_in_seconds") or 0)
 
+    def backlog_quotas(self, namespace: str) -> backlog_quota.Quotas:
+        """A namespace's backlog quotas, by type (none if the namespace is unknown)."""
+        return backlog_quota.parse_quotas(self.policy(namespace, "backlog_quota_map"))
+
     def compaction_threshold(self, namespace: str) -> int:
         """Bytes after the last compaction's horizon beyond which a topic is compacted (0: never)."""
         return int(self.policy(namespace, "compaction_threshold") or 0)
@@ -270,16 +274,6 @@ def incompatibility(strategy: str, versions: list[StoredSchema], type_: int, dat
 # -- message TTL and retention -------------------------------------------------------------------
 
 
-def expire_messages(subscription: Subscription, cutoff_ms: int) -> bool:
-    """Acknowledge every readable entry published before ``cutoff_ms``; True if the cursor moved."""
-    topic = subscription.topic
-    upto = min(topic.entry_at_time(cutoff_ms) - 1, topic.read_limit)
-    if upto <= subscription.cursor.mark_delete:
-        return False
-    subscription.acknowledge(None, [(upto, None)], cumulative=True)
-    return True
-
-
 def consumed_upto(topic: Topic) -> int:
     """The last entry every durable subscription has acknowledged (everything readable if none)."""
     marks = [s.cursor.mark_delete for s in topic.subscriptions.values() if s.durable]
@@ -301,7 +295,8 @@ def compact_over(topic: Topic, threshold: int) -> bool:
 
 
 class PolicyEnforcer:
-    """Applies message TTL, retention and the compaction threshold to the loaded topics every ``interval`` seconds."""
+    """Applies message TTL, retention, the compaction threshold and backlog quotas to the loaded topics every
+    ``interval`` seconds."""
 
     def __init__(self, broker: Broker, interval: float) -> None:
         self.broker = broker
@@ -336,13 +331,16 @@ class PolicyEnforcer:
             ttl = namespaces.message_ttl(namespace)
             if ttl > 0:
                 for subscription in list(topic.subscriptions.values()):
-                    expire_messages(subscription, now - ttl * 1000)
+                    subscription.expire_before(now - ttl * 1000)
             retention = namespaces.retention(namespace)
             if retention is not None:
                 self.trim(topic, retention, now)
             threshold = namespaces.compaction_threshold(namespace)
             if threshold > 0:
                 compact_over(topic, threshold)
+            quotas = namespaces.backlog_quotas(namespace)
+            if quotas:
+                backlog_quota.enforce(topic, quotas, now)
 
     def trim(self, topic: Topic, retention: tuple[int, int], now: int) -> int:
         """Delete acknowledged entries beyond the retention limits; returns the last entry deleted (-1 if none).

@@ -593,6 +593,15 @@ class Subscription(ConsumerGroup):
 
     # -- figures ----------------------------------------------------------------------------
 
+    def expire_before(self, cutoff_ms: int) -> bool:
+        """Acknowledge every readable entry published before ``cutoff_ms`` (message TTL, expiry, backlog quotas);
+        True if the cursor moved."""
+        upto = min(self.topic.entry_at_time(cutoff_ms) - 1, self.topic.read_limit)
+        if upto <= self.cursor.mark_delete:
+            return False
+        self.acknowledge(None, [(upto, None)], cumulative=True)
+        return True
+
     def backlog(self) -> int:
         """Entries after the cursor that are not acknowledged."""
         last = self.topic.last_confirmed

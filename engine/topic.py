@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
 
+from engine import backlog_quota
+from engine.clock import now_ms
 from engine.compaction import Compaction
 from engine.cursor import Cursor
 from engine.entry import Entry
@@ -238,6 +240,9 @@ class Topic(ProducerHost):
     def _check_producer(self) -> None:
         if self.terminated is not None:
             raise BrokerError(ServerError.TopicTerminatedError, f"Topic {self.name} was already terminated")
+        quotas = self.broker.namespaces.backlog_quotas(self.name.namespace_name)
+        if quotas:
+            backlog_quota.check_new_producer(self, quotas, now_ms(self.broker.clock))
 
     def last_sequence_id(self, producer_name: str) -> int:
         """The highest stored sequence id of a producer name (-1 if none or deduplication is off)."""

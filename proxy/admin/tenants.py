@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from engine.backlog_quota import BacklogQuota, QuotaType
 from engine.namespaces import SCHEMA_STRATEGIES, valid_name
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminError, Call, Router, text_reply
@@ -362,10 +363,16 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("POST", NS + "/backlogQuota")
     def set_backlog_quota(call: Call) -> Any:
         namespace = require_namespace(call)
-        quota = _of_type(dict, "BacklogQuota")(call.json(required=True))
-        kind = call.query.get("backlogQuotaType") or "destination_storage"
+        body = _of_type(dict, "BacklogQuota")(call.json(required=True))
+        kind = call.query.get("backlogQuotaType") or QuotaType.DESTINATION_STORAGE
+        if kind not in QuotaType.__members__.values():
+            raise AdminError(400, f"Invalid backlog quota type: {kind}")
+        try:
+            quota = BacklogQuota.from_policy(body)
+        except (TypeError, ValueError) as exc:
+            raise AdminError(400, f"Invalid backlog quota: {exc}") from None
         current = dict(namespaces.policy(namespace, "backlog_quota_map") or {})
-        current[kind] = quota
+        current[kind] = quota.to_policy()
         namespaces.set_policy(namespace, "backlog_quota_map", current)
         return None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.backlog_quota import QuotaType
 from engine.non_persistent import NonPersistentSubscription, NonPersistentTopic
 from engine.stats import BrokerStats
 from engine.subscription import Consumer, ConsumerGroup, Subscription, SubType
@@ -251,9 +252,14 @@ def topic_stats(
     backlogs = [s["msgBacklog"] for name, s in subs.items() if topic.subscriptions[name].durable]
     txn = topic.txn_buffer
     out = _topic_fields(stats, topic, subs, producers, owner)
+    quotas = topic.broker.namespaces.backlog_quotas(topic.name.namespace_name)
+    size_quota = quotas.get(QuotaType.DESTINATION_STORAGE)
+    age_quota = quotas.get(QuotaType.MESSAGE_AGE)
     out.update(
         storageSize=stored,
         backlogSize=int(max(backlogs, default=0) * avg_entry),
+        backlogQuotaLimitSize=size_quota.limit_size if size_quota else -1,
+        backlogQuotaLimitTime=age_quota.limit_time if age_quota else -1,
         ongoingTxnCount=len(txn.ongoing),
         abortedTxnCount=len(txn.aborted),
         committedTxnCount=txn.committed,

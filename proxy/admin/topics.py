@@ -16,7 +16,6 @@ from engine.compaction import CompactionRunningError
 from engine.entry import Entry
 from engine.errors import BrokerError
 from engine.names import TopicName
-from engine.namespaces import expire_messages
 from engine.non_persistent import NonPersistentTopic
 from engine.subscription import Subscription
 from engine.topic import Topic
@@ -508,7 +507,7 @@ def register(router: Router, ctx: AdminContext) -> None:
         seconds = call.path_integer("seconds")
         cutoff = now_ms(broker.clock) - seconds * 1000
         for sub in each_subscription(call):
-            expire_messages(sub, cutoff)
+            sub.expire_before(cutoff)
         return ctx.committed()
 
     @router.route("POST", T + "/all_subscription/expireMessages/{seconds}")
@@ -517,7 +516,7 @@ def register(router: Router, ctx: AdminContext) -> None:
         cutoff = now_ms(broker.clock) - seconds * 1000
         for topic in _targets(ctx, parse_topic(call)):
             for sub in list(topic.subscriptions.values()):
-                expire_messages(sub, cutoff)
+                sub.expire_before(cutoff)
         return ctx.committed()
 
     # -- messages -----------------------------------------------------------------------------------

@@ -113,6 +113,9 @@ def standalone_conf(broker_port: int, web_port: int, journal_sync: bool = False)
         # Differences from conf/standalone.conf, all to keep runs comparable: this endpoint keeps topics (and their
         # data) forever, and the suite must not depend on a 60 s inactivity sweep.
         "brokerDeleteInactiveTopicsEnabled": "false",
+        # Time-based backlog quotas measured from the oldest unacknowledged message, as this endpoint does (Pulsar's
+        # default estimates by ledger close times, and never for a topic whose only ledger is still open).
+        "preciseTimeBasedBacklogQuotaCheck": "true",
         "webSocketServiceEnabled": "false",
         "functionsWorkerEnabled": "false",
         # The bookie reads this file too (BKCluster's base configuration): conf/standalone.conf's BookKeeper
