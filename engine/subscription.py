@@ -408,6 +408,15 @@ class Subscription(ConsumerGroup):
             consumer.pending.clear()
         self.topic.cursor_changed(self)
 
+    def expire_before(self, cutoff_ms: int) -> bool:
+        """Acknowledge every readable entry published before ``cutoff_ms`` (message TTL, expiry, backlog quotas);
+        True if the cursor moved."""
+        upto = min(self.topic.entry_at_time(cutoff_ms) - 1, self.topic.read_limit)
+        if upto <= self.cursor.mark_delete:
+            return False
+        self.acknowledge(None, [(upto, None)], cumulative=True)
+        return True
+
     # -- dispatch ---------------------------------------------------------------------------
 
     def dispatch(self) -> None:
@@ -592,15 +601,6 @@ class Subscription(ConsumerGroup):
         return self._next_round_robin(lambda c: c.permits > 0)
 
     # -- figures ----------------------------------------------------------------------------
-
-    def expire_before(self, cutoff_ms: int) -> bool:
-        """Acknowledge every readable entry published before ``cutoff_ms`` (message TTL, expiry, backlog quotas);
-        True if the cursor moved."""
-        upto = min(self.topic.entry_at_time(cutoff_ms) - 1, self.topic.read_limit)
-        if upto <= self.cursor.mark_delete:
-            return False
-        self.acknowledge(None, [(upto, None)], cumulative=True)
-        return True
 
     def backlog(self) -> int:
         """Entries after the cursor that are not acknowledged."""
