@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from engine.compaction import COMPACTION_SUBSCRIPTION
 from engine.errors import BrokerError
 from wire.pulsar_api_pb2 import ServerError
 
@@ -33,8 +34,6 @@ log = logging.getLogger(__name__)
 
 #: Eviction leaves this share of the limit, as Pulsar does.
 EVICTION_TARGET = 0.9
-#: A subscription that never holds a backlog against a quota.
-COMPACTION_SUBSCRIPTION = "__compaction"
 
 
 class QuotaType(StrEnum):
@@ -109,22 +108,27 @@ def _holding(topic: Topic) -> list[Subscription]:
     return [s for name, s in topic.subscriptions.items() if s.durable and name != COMPACTION_SUBSCRIPTION]
 
 
+def _slowest_mark(topic: Topic) -> int | None:
+    """The mark-delete position of the slowest subscription that holds a backlog; None if none does."""
+    return min((s.cursor.mark_delete for s in _holding(topic)), default=None)
+
+
 def backlog_size(topic: Topic) -> int:
     """Bytes of the entries the slowest durable subscription has not acknowledged (0 without subscriptions)."""
-    holding = _holding(topic)
-    if not holding:
+    slowest = _slowest_mark(topic)
+    if slowest is None:
         return 0
-    slowest = min(s.cursor.mark_delete for s in holding)
     return topic.store.entries_size(topic.topic_id, slowest, topic.last_confirmed)[1]
 
 
 def oldest_backlog_publish_time(topic: Topic) -> int | None:
     """Publish time (ms) of the oldest entry a durable subscription has not acknowledged; None if there is none."""
-    holding = _holding(topic)
-    if not holding:
+    slowest = _slowest_mark(topic)
+    if slowest is None:
         return None
-    slowest = min(s.cursor.mark_delete for s in holding)
-    entries = topic.read(max(slowest + 1, topic.first_entry_id()), topic.last_confirmed)[:1]
+    # The log is contiguous from its first stored entry on: the oldest unacknowledged entry is the one after the mark.
+    oldest = max(slowest + 1, topic.first_entry_id())
+    entries = topic.read(oldest, oldest)
     return entries[0].publish_time if entries else None
 
 
