@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import urllib.request
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pulsar
+
+from tests.test_admin_http import Http
 
 _LOGGER = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
@@ -22,14 +22,8 @@ def name(prefix: str) -> str:
 def partitioned(server: Any, prefix: str, partitions: int) -> str:
     """A fresh topic name, created as a partitioned topic through the admin REST API (of this endpoint or Pulsar)."""
     topic = name(prefix)
-    request = urllib.request.Request(
-        f"{server.admin_url}/admin/v2/{topic.replace('://', '/')}/partitions",
-        data=json.dumps(partitions).encode(),
-        headers={"Content-Type": "application/json"},
-        method="PUT",
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert response.status == 204
+    path = f"/admin/v2/{topic.replace('://', '/')}/partitions"
+    assert Http(server.admin_url).request("PUT", path, partitions)[0] == 204
     return topic
 
 
