@@ -96,7 +96,7 @@ Quotas = dict[QuotaType, BacklogQuota]
 
 
 def parse_quotas(quota_map: dict[str, Any] | None) -> Quotas:
-    """The quotas of a namespace's ``backlog_quota_map`` policy, by type."""
+    """The quotas of a backlog quota map (a namespace's or a topic's policy), by type."""
     found = {}
     for kind, value in (quota_map or {}).items():
         if kind in QuotaType.__members__.values() and isinstance(value, dict):

@@ -150,8 +150,8 @@ class Broker:
         return self.config.auto_topic_creation, self.config.default_partitions
 
     def deduplication(self, name: TopicName) -> bool:
-        """Whether a topic drops re-sent messages: the namespace's policy, else the broker's setting."""
-        enabled = self.namespaces.deduplication(name.namespace_name)
+        """Whether a topic drops re-sent messages: its own or its namespace's policy, else the broker's setting."""
+        enabled = self.namespaces.deduplication(name)
         return self.config.deduplication if enabled is None else enabled
 
     def partitions_of(self, topic: str) -> int | None:
@@ -260,6 +260,8 @@ class Broker:
         self.stats.storage.forget(record.topic_id)
         if self.terminated.pop(name.full, None) is not None:
             self.store.put_metadata("terminated", name.full, None)
+        if name.partition_index < 0:
+            self.namespaces.delete_topic_policies(name.full)
 
     def delete_partitioned_topic(self, topic: str) -> None:
         """Delete every partition of a partitioned topic, then its metadata."""
@@ -268,6 +270,7 @@ class Broker:
             self.delete_topic(TopicName.parse(topic).partition(index).full)
         self._partitioned.pop(topic, None)
         self.store.set_partitioned_topic(topic, None)
+        self.namespaces.delete_topic_policies(topic)
 
     def delete_schema(self, topic: str) -> None:
         """Drop every schema version of a (partitioned) topic."""

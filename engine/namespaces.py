@@ -1,10 +1,14 @@
-"""Tenants, namespaces and namespace policies, durable in the store, and the policies the engine applies.
+"""Tenants, namespaces, namespace and topic policies, durable in the store, and the policies the engine applies.
 
 Policies are kept as Pulsar's ``Policies`` JSON object holds them (field names included), so the admin API
 returns what was set. Those that change behaviour here: ``deduplicationEnabled``, ``retention_policies``,
-``message_ttl_in_seconds``, ``compaction_threshold``, ``autoTopicCreationOverride`` and
+``message_ttl_in_seconds``, ``compaction_threshold``, ``backlog_quota_map``, ``autoTopicCreationOverride`` and
 ``schema_compatibility_strategy``; the broker and :class:`PolicyEnforcer` read them through the accessors below.
 Every other policy is stored and returned as set.
+
+Topic policies are kept as Pulsar's ``TopicPolicies`` JSON object holds them, under the topic's name (a
+partitioned topic's name for all its partitions). Where one is set it wins over the namespace's: message TTL,
+retention, deduplication, the compaction threshold and each type of backlog quota.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from engine import backlog_quota
 from engine.clock import Cancellable, now_ms
 from engine.compaction import CompactionStatus
+from engine.names import TopicName
 from engine.store import Store, StoredSchema
 
 if TYPE_CHECKING:
@@ -29,6 +34,7 @@ log = logging.getLogger(__name__)
 _NAMED = re.compile(r"^[-=:.\w]+$")
 _TENANT = "tenant"
 _NAMESPACE = "namespace"
+_TOPIC = "topic_policies"
 #: Boundaries of the 4 bundles a namespace of a standalone Pulsar has.
 _BUNDLES = {
     "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"],
@@ -108,7 +114,10 @@ class Namespaces:
         self._policies: dict[str, dict[str, Any]] = {
             name: json.loads(value) for name, value in store.metadata(_NAMESPACE).items()
         }
-        #: Counts changes to namespace policies, so that what is derived from them can be cached.
+        self._topic_policies: dict[str, dict[str, Any]] = {
+            name: json.loads(value) for name, value in store.metadata(_TOPIC).items()
+        }
+        #: Counts changes to namespace and topic policies, so that what is derived from them can be cached.
         self.generation = 0
         for namespace in builtin:
             tenant = namespace.partition("/")[0]
@@ -172,28 +181,66 @@ class Namespaces:
         self.generation += 1
         self.store.put_metadata(_NAMESPACE, namespace, json.dumps(self._policies[namespace]))
 
-    # -- the policies the engine applies ------------------------------------------------------
+    # -- topic policies -------------------------------------------------------------------------
 
-    def deduplication(self, namespace: str) -> bool | None:
-        """The namespace's deduplication switch, or None to use the broker's."""
-        value = self.policy(namespace, "deduplicationEnabled")
+    def topic_policies(self, topic: str) -> dict[str, Any]:
+        """The policies set on a (partitioned) topic, by ``TopicPolicies`` field (empty if none)."""
+        return dict(self._topic_policies.get(topic, {}))
+
+    def set_topic_policy(self, topic: str, key: str, value: Any) -> None:
+        """Set (or, with None, remove) one policy of a (partitioned) topic."""
+        policies = self._topic_policies.setdefault(topic, {})
+        if value is None:
+            policies.pop(key, None)
+        else:
+            policies[key] = value
+        self.generation += 1
+        self.store.put_metadata(_TOPIC, topic, json.dumps(policies) if policies else None)
+        if not policies:
+            del self._topic_policies[topic]
+
+    def delete_topic_policies(self, topic: str) -> None:
+        """Forget every policy of a (partitioned) topic."""
+        if self._topic_policies.pop(topic, None) is None:
+            return
+        self.generation += 1
+        self.store.put_metadata(_TOPIC, topic, None)
+
+    def _topic_policy(self, name: TopicName, key: str) -> Any:
+        return self._topic_policies.get(name.partitioned_parent.full, {}).get(key)
+
+    # -- the policies the engine applies: a topic's own, else its namespace's ------------------------
+
+    def deduplication(self, name: TopicName) -> bool | None:
+        """A topic's deduplication switch, or None to use the broker's."""
+        value = self._topic_policy(name, "deduplicationEnabled")
+        if value is None:
+            value = self.policy(name.namespace_name, "deduplicationEnabled")
         return None if value is None else bool(value)
 
-    def message_ttl(self, namespace: str) -> int:
-        """Seconds after which unacknowledged messages expire (0: never)."""
-        return int(self.policy(namespace, "message_ttl_in_seconds") or 0)
+    def message_ttl(self, name: TopicName) -> int:
+        """Seconds after which a topic's unacknowledged messages expire (0: never)."""
+        value = self._topic_policy(name, "messageTTLInSeconds")
+        if value is None:
+            value = self.policy(name.namespace_name, "message_ttl_in_seconds")
+        return int(value or 0)
 
-    def backlog_quotas(self, namespace: str) -> backlog_quota.Quotas:
-        """A namespace's backlog quotas, by type (none if the namespace is unknown)."""
-        return backlog_quota.parse_quotas(self.policy(namespace, "backlog_quota_map"))
+    def backlog_quotas(self, name: TopicName) -> backlog_quota.Quotas:
+        """A topic's backlog quotas by type: each type the topic's own, else its namespace's."""
+        quotas = backlog_quota.parse_quotas(self.policy(name.namespace_name, "backlog_quota_map"))
+        quotas.update(backlog_quota.parse_quotas(self._topic_policy(name, "backLogQuotaMap")))
+        return quotas
 
-    def compaction_threshold(self, namespace: str) -> int:
+    def compaction_threshold(self, name: TopicName) -> int:
         """Bytes after the last compaction's horizon beyond which a topic is compacted (0: never)."""
-        return int(self.policy(namespace, "compaction_threshold") or 0)
+        value = self._topic_policy(name, "compactionThreshold")
+        if value is None:
+            value = self.policy(name.namespace_name, "compaction_threshold")
+        return int(value or 0)
 
-    def retention(self, namespace: str) -> tuple[int, int] | None:
-        """``(minutes, megabytes)`` acknowledged data is kept for (-1: no limit), or None when not set."""
-        value = self.policy(namespace, "retention_policies")
+    def retention(self, name: TopicName) -> tuple[int, int] | None:
+        """``(minutes, megabytes)`` a topic's acknowledged data is kept for (-1: no limit), or None when not set."""
+        value = self._topic_policy(name, "retentionPolicies") or self.policy(name.namespace_name, "retention_policies")
         if not value:
             return None
         return int(value.get("retentionTimeInMinutes", 0)), int(value.get("retentionSizeInMB", 0))
@@ -325,20 +372,20 @@ class PolicyEnforcer:
         namespaces = self.broker.namespaces
         now = now_ms(self.broker.clock)
         for topic in list(self.broker.topics.values()):
-            namespace = topic.name.namespace_name
-            if namespace not in namespaces:
+            name = topic.name
+            if name.namespace_name not in namespaces:
                 continue
-            ttl = namespaces.message_ttl(namespace)
+            ttl = namespaces.message_ttl(name)
             if ttl > 0:
                 for subscription in list(topic.subscriptions.values()):
                     subscription.expire_before(now - ttl * 1000)
-            retention = namespaces.retention(namespace)
+            retention = namespaces.retention(name)
             if retention is not None:
                 self.trim(topic, retention, now)
-            threshold = namespaces.compaction_threshold(namespace)
+            threshold = namespaces.compaction_threshold(name)
             if threshold > 0:
                 compact_over(topic, threshold)
-            quotas = namespaces.backlog_quotas(namespace)
+            quotas = namespaces.backlog_quotas(name)
             if quotas:
                 backlog_quota.enforce(topic, quotas, now)
 

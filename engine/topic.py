@@ -240,7 +240,7 @@ class Topic(ProducerHost):
     def _check_producer(self) -> None:
         if self.terminated is not None:
             raise BrokerError(ServerError.TopicTerminatedError, f"Topic {self.name} was already terminated")
-        quotas = self.broker.namespaces.backlog_quotas(self.name.namespace_name)
+        quotas = self.broker.namespaces.backlog_quotas(self.name)
         if quotas:
             backlog_quota.check_new_producer(self, quotas, now_ms(self.broker.clock))
 

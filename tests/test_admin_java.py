@@ -335,3 +335,42 @@ def test_lookup_clusters_brokers_and_health(server_factory: ServerFactory) -> No
     assert ok(obs, "health") == "ok"
     assert ok(obs, "version").startswith("pulsar-txn-proxy")
     assert ok(obs, "runtime_configuration")["clusterName"] == "standalone"
+
+
+def test_topic_policies(server_factory: ServerFactory) -> None:
+    proc, admin_url = start_admin_server(server_factory)
+    topic = f"persistent://public/default/adm-tp-{uuid.uuid4().hex[:8]}"
+    obs = run_admin(admin_url, proc.url, "topicPolicies", topic)
+
+    assert ok(obs, "create_partitioned") is None
+    assert ok(obs, "get_ttl_unset") is None  # the topic sets no TTL of its own
+    assert ok(obs, "set_ttl") is None
+    assert ok(obs, "get_ttl") == 30
+    assert ok(obs, "get_ttl_applied") == 30
+    assert ok(obs, "set_retention") is None
+    assert ok(obs, "get_retention") == {"retentionTimeInMinutes": 60, "retentionSizeInMB": 100}
+    assert ok(obs, "set_deduplication") is None
+    assert ok(obs, "get_deduplication") is True
+    assert ok(obs, "set_compaction_threshold") is None
+    assert ok(obs, "get_compaction_threshold") == 1048576
+    assert ok(obs, "set_backlog_quota") is None
+    quota = {"limit": 10485760, "limitSize": 10485760, "limitTime": -1, "policy": "producer_exception"}
+    assert ok(obs, "get_backlog_quota_map") == {"destination_storage": quota}
+    assert ok(obs, "get_backlog_quota_map_applied") == {"destination_storage": quota}
+
+    assert error(obs, "set_ttl_on_partition") == {
+        "type": "PreconditionFailedException",
+        "status": 412,
+        "message": "Not allowed to set/get topic policy for a partition",
+    }
+    assert error(obs, "get_ttl_missing_topic") == {
+        "type": "NotFoundException",
+        "status": 404,
+        "message": f"Topic {topic}-missing not found",
+    }
+
+    assert ok(obs, "remove_ttl") is None
+    assert ok(obs, "get_ttl_after_remove") is None
+    for key in ("remove_backlog_quota", "remove_retention", "remove_deduplication", "remove_compaction_threshold"):
+        assert ok(obs, key) is None
+    assert ok(obs, "get_retention_after_remove") is None

@@ -1,8 +1,9 @@
 """The Pulsar-compatible admin REST API, Prometheus metrics and HTTP lookup, on ``twisted.web``.
 
 It serves ``pulsar-admin``, the Java ``PulsarAdmin`` client and plain HTTP in the broker's process and reactor:
-one module per group of resources (``tenants``: tenants, namespaces and policies; ``topics``; ``transactions``;
-``schemas``; ``status``: lookup, clusters, brokers; ``metrics``), routed by :class:`~proxy.admin.http.Router`.
+one module per group of resources (``tenants``: tenants, namespaces and policies; ``topics``; ``topic_policies``;
+``transactions``; ``schemas``; ``status``: lookup, clusters, brokers; ``metrics``), routed by
+:class:`~proxy.admin.http.Router`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from twisted.web import server
 
-from proxy.admin import metrics, schemas, status, tenants, topics, transactions
+from proxy.admin import metrics, schemas, status, tenants, topic_policies, topics, transactions
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminResource, Router
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 def build_router(ctx: AdminContext) -> Router:
     """Every admin route."""
     router = Router()
-    for group in (tenants, topics, transactions, schemas, status, metrics):
+    for group in (tenants, topics, topic_policies, transactions, schemas, status, metrics):
         group.register(router, ctx)
     return router
 

@@ -77,6 +77,11 @@ def text_reply(value: str, content_type: str = JSON) -> Reply:
     return Reply(200, value.encode(), content_type)
 
 
+def absent_reply() -> Reply:
+    """What Pulsar answers for a policy that is not set: 200 without a body (a Jersey resource resumed with null)."""
+    return Reply(200, b"", "")
+
+
 def error_reply(status: int, reason: str) -> Reply:
     """Pulsar's error body, ``{"reason": ...}``."""
     return json_reply({"reason": reason}, status)
@@ -253,7 +258,7 @@ class AdminResource(Resource):
     @staticmethod
     def _write(request: server.Request, reply: Reply) -> bytes:
         request.setResponseCode(reply.status)
-        if reply.status != 204:
+        if reply.status != 204 and reply.content_type:
             request.setHeader(b"Content-Type", reply.content_type.encode())
         for name, value in reply.headers:
             request.responseHeaders.addRawHeader(name.encode(), value.encode("utf-8", "replace"))

@@ -11,7 +11,7 @@ from typing import Any
 from engine.backlog_quota import BacklogQuota, QuotaType
 from engine.namespaces import SCHEMA_STRATEGIES, valid_name
 from proxy.admin.context import AdminContext
-from proxy.admin.http import AdminError, Call, Router, text_reply
+from proxy.admin.http import AdminError, Call, Router, absent_reply, text_reply
 from proxy.admin.topics import namespace_topics
 
 V2 = "/admin/v2"
@@ -20,7 +20,9 @@ NS = V2 + "/namespaces/{tenant}/{namespace}"
 Check = Callable[[Any], Any]
 
 
-def _integer(minimum: int | None, reason: str) -> Check:
+def check_integer(minimum: int | None, reason: str) -> Check:
+    """A check of an integer body: 400 if it is no integer, 412 with ``reason`` if it is under ``minimum``."""
+
     def check(value: Any) -> Any:
         if not isinstance(value, int) or isinstance(value, bool):
             raise AdminError(400, f"Cannot deserialize value {value!r} as an integer")
@@ -31,7 +33,8 @@ def _integer(minimum: int | None, reason: str) -> Check:
     return check
 
 
-def _boolean(value: Any) -> Any:
+def check_boolean(value: Any) -> Any:
+    """A boolean body as it is (400 otherwise)."""
     if not isinstance(value, bool):
         raise AdminError(400, f"Cannot deserialize value {value!r} as a boolean")
     return value
@@ -46,7 +49,8 @@ def _of_type(kind: type, label: str) -> Check:
     return check
 
 
-def _retention(value: Any) -> Any:
+def check_retention(value: Any) -> Any:
+    """A ``RetentionPolicies`` body, normalised (400 if unreadable, 412 with Pulsar's reasons if invalid)."""
     if not isinstance(value, dict):
         raise AdminError(400, "Cannot deserialize the body as RetentionPolicies")
     time, size = value.get("retentionTimeInMinutes", 0), value.get("retentionSizeInMB", 0)
@@ -91,21 +95,34 @@ def _strategy(value: Any) -> Any:
     return value
 
 
-#: ``endpoint: (Policies field, method that sets it, check of the body)``. GET returns the field (204 when
-#: unset), DELETE removes it. The first five change the engine's behaviour; the others are stored.
+def backlog_quota_of(call: Call, invalid: str) -> tuple[str, BacklogQuota]:
+    """The quota type (``backlogQuotaType``, destination_storage by default) and the quota a set request carries;
+    a quota that cannot be read is a 400 whose reason starts with ``invalid``."""
+    body = _of_type(dict, "BacklogQuota")(call.json(required=True))
+    kind = call.query.get("backlogQuotaType") or QuotaType.DESTINATION_STORAGE
+    if kind not in QuotaType.__members__.values():
+        raise AdminError(400, f"Invalid backlog quota type: {kind}")
+    try:
+        return kind, BacklogQuota.from_policy(body)
+    except (TypeError, ValueError) as exc:
+        raise AdminError(400, f"{invalid} {exc}") from None
+
+
+#: ``endpoint: (Policies field, method that sets it, check of the body)``. GET returns the field (200 without a
+#: body when unset), DELETE removes it. The first five change the engine's behaviour; the others are stored.
 POLICIES: dict[str, tuple[str, str, Check]] = {
     "messageTTL": (
         "message_ttl_in_seconds",
         "POST",
-        _integer(0, "Invalid value for message TTL, message TTL must >= 0"),
+        check_integer(0, "Invalid value for message TTL, message TTL must >= 0"),
     ),
-    "deduplication": ("deduplicationEnabled", "POST", _boolean),
-    "retention": ("retention_policies", "POST", _retention),
+    "deduplication": ("deduplicationEnabled", "POST", check_boolean),
+    "retention": ("retention_policies", "POST", check_retention),
     "autoTopicCreation": ("autoTopicCreationOverride", "POST", _auto_topic_creation),
     "schemaCompatibilityStrategy": ("schema_compatibility_strategy", "PUT", _strategy),
     "autoSubscriptionCreation": ("autoSubscriptionCreationOverride", "POST", _of_type(dict, "an object")),
-    "schemaValidationEnforced": ("schema_validation_enforced", "POST", _boolean),
-    "isAllowAutoUpdateSchema": ("is_allow_auto_update_schema", "POST", _boolean),
+    "schemaValidationEnforced": ("schema_validation_enforced", "POST", check_boolean),
+    "isAllowAutoUpdateSchema": ("is_allow_auto_update_schema", "POST", check_boolean),
     "schemaAutoUpdateCompatibilityStrategy": (
         "schema_auto_update_compatibility_strategy",
         "PUT",
@@ -114,7 +131,7 @@ POLICIES: dict[str, tuple[str, str, Check]] = {
     "subscriptionExpirationTime": (
         "subscription_expiration_time_minutes",
         "POST",
-        _integer(0, "SubscriptionExpirationTime must be 0 or more"),
+        check_integer(0, "SubscriptionExpirationTime must be 0 or more"),
     ),
     "persistence": ("persistence", "POST", _of_type(dict, "PersistencePolicies")),
     "delayedDelivery": ("delayed_delivery_policies", "POST", _of_type(dict, "DelayedDeliveryPolicies")),
@@ -125,43 +142,51 @@ POLICIES: dict[str, tuple[str, str, Check]] = {
     "allowedTopicPropertyKeysForMetrics": ("allowed_topic_property_keys_for_metrics", "POST", _of_type(list, "a list")),
     "replication": ("replication_clusters", "POST", _of_type(list, "a list of clusters")),
     "allowedClusters": ("allowed_clusters", "POST", _of_type(list, "a list of clusters")),
-    "encryptionRequired": ("encryption_required", "POST", _boolean),
+    "encryptionRequired": ("encryption_required", "POST", check_boolean),
     "subscriptionAuthMode": ("subscription_auth_mode", "POST", _of_type(str, "SubscriptionAuthMode")),
     "deduplicationSnapshotInterval": (
         "deduplicationSnapshotIntervalSeconds",
         "POST",
-        _integer(0, "interval must be 0 or more"),
+        check_integer(0, "interval must be 0 or more"),
     ),
-    "compactionThreshold": ("compaction_threshold", "PUT", _integer(0, "compactionThreshold must be 0 or more")),
-    "offloadThreshold": ("offload_threshold", "PUT", _integer(None, "")),
-    "offloadThresholdInSeconds": ("offload_threshold_in_seconds", "PUT", _integer(None, "")),
-    "offloadDeletionLagMs": ("offload_deletion_lag_ms", "PUT", _integer(None, "")),
-    "maxProducersPerTopic": ("max_producers_per_topic", "POST", _integer(0, "maxProducersPerTopic must be 0 or more")),
-    "maxConsumersPerTopic": ("max_consumers_per_topic", "POST", _integer(0, "maxConsumersPerTopic must be 0 or more")),
+    "compactionThreshold": ("compaction_threshold", "PUT", check_integer(0, "compactionThreshold must be 0 or more")),
+    "offloadThreshold": ("offload_threshold", "PUT", check_integer(None, "")),
+    "offloadThresholdInSeconds": ("offload_threshold_in_seconds", "PUT", check_integer(None, "")),
+    "offloadDeletionLagMs": ("offload_deletion_lag_ms", "PUT", check_integer(None, "")),
+    "maxProducersPerTopic": (
+        "max_producers_per_topic",
+        "POST",
+        check_integer(0, "maxProducersPerTopic must be 0 or more"),
+    ),
+    "maxConsumersPerTopic": (
+        "max_consumers_per_topic",
+        "POST",
+        check_integer(0, "maxConsumersPerTopic must be 0 or more"),
+    ),
     "maxConsumersPerSubscription": (
         "max_consumers_per_subscription",
         "POST",
-        _integer(0, "maxConsumersPerSubscription must be 0 or more"),
+        check_integer(0, "maxConsumersPerSubscription must be 0 or more"),
     ),
     "maxUnackedMessagesPerConsumer": (
         "max_unacked_messages_per_consumer",
         "POST",
-        _integer(0, "maxUnackedMessagesPerConsumer must be 0 or more"),
+        check_integer(0, "maxUnackedMessagesPerConsumer must be 0 or more"),
     ),
     "maxUnackedMessagesPerSubscription": (
         "max_unacked_messages_per_subscription",
         "POST",
-        _integer(0, "maxUnackedMessagesPerSubscription must be 0 or more"),
+        check_integer(0, "maxUnackedMessagesPerSubscription must be 0 or more"),
     ),
     "maxSubscriptionsPerTopic": (
         "max_subscriptions_per_topic",
         "POST",
-        _integer(0, "maxSubscriptionsPerTopic must be 0 or more"),
+        check_integer(0, "maxSubscriptionsPerTopic must be 0 or more"),
     ),
     "maxTopicsPerNamespace": (
         "max_topics_per_namespace",
         "POST",
-        _integer(0, "maxTopicsPerNamespace must be 0 or more"),
+        check_integer(0, "maxTopicsPerNamespace must be 0 or more"),
     ),
 }
 
@@ -314,7 +339,8 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     def policy_routes(endpoint: str, field: str, method: str, check: Check) -> None:
         def get(call: Call) -> Any:
-            return namespaces.policies(require_namespace(call)).get(field)
+            value = namespaces.policies(require_namespace(call)).get(field)
+            return absent_reply() if value is None else value
 
         def put(call: Call) -> Any:
             namespace = require_namespace(call)
@@ -334,7 +360,8 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     def cluster_policy_routes(endpoint: str, field: str) -> None:
         def get(call: Call) -> Any:
-            return namespaces.policies(require_namespace(call)).get(field, {}).get(ctx.cluster)
+            value = namespaces.policies(require_namespace(call)).get(field, {}).get(ctx.cluster)
+            return absent_reply() if value is None else value
 
         def post(call: Call) -> Any:
             namespace = require_namespace(call)
@@ -363,14 +390,7 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("POST", NS + "/backlogQuota")
     def set_backlog_quota(call: Call) -> Any:
         namespace = require_namespace(call)
-        body = _of_type(dict, "BacklogQuota")(call.json(required=True))
-        kind = call.query.get("backlogQuotaType") or QuotaType.DESTINATION_STORAGE
-        if kind not in QuotaType.__members__.values():
-            raise AdminError(400, f"Invalid backlog quota type: {kind}")
-        try:
-            quota = BacklogQuota.from_policy(body)
-        except (TypeError, ValueError) as exc:
-            raise AdminError(400, f"Invalid backlog quota: {exc}") from None
+        kind, quota = backlog_quota_of(call, "Invalid backlog quota:")
         current = dict(namespaces.policy(namespace, "backlog_quota_map") or {})
         current[kind] = quota.to_policy()
         namespaces.set_policy(namespace, "backlog_quota_map", current)

@@ -252,7 +252,7 @@ def topic_stats(
     backlogs = [s["msgBacklog"] for name, s in subs.items() if topic.subscriptions[name].durable]
     txn = topic.txn_buffer
     out = _topic_fields(stats, topic, subs, producers, owner)
-    quotas = topic.broker.namespaces.backlog_quotas(topic.name.namespace_name)
+    quotas = topic.broker.namespaces.backlog_quotas(topic.name)
     size_quota = quotas.get(QuotaType.DESTINATION_STORAGE)
     age_quota = quotas.get(QuotaType.MESSAGE_AGE)
     out.update(

@@ -30,7 +30,7 @@ def _namespace(
     return namespace, outcome
 
 
-def _new_producer(client: pulsar.Client, topic: str) -> str:
+def new_producer(client: pulsar.Client, topic: str) -> str:
     """Whether a new producer is created on the topic, or the name of the error it gets."""
     try:
         client.create_producer(topic, batching_enabled=False).close()
@@ -45,10 +45,10 @@ def _size_quota(run: Run, policy: str) -> Outcome:
     client = run.client()
     consumer = client.subscribe(topic, run.name("slow"))
     producer = client.create_producer(topic, batching_enabled=False)
-    outcome["under_quota"] = _new_producer(client, topic)
+    outcome["under_quota"] = new_producer(client, topic)
     for _ in range(20):
         producer.send(PAYLOAD)
-    outcome["over_quota"] = _new_producer(client, topic)
+    outcome["over_quota"] = new_producer(client, topic)
     # The connected producer still sends until the periodic check runs.
     outcome["connected_producer_sends"] = producer.send(PAYLOAD) is not None
     last = None
@@ -56,7 +56,7 @@ def _size_quota(run: Run, policy: str) -> Outcome:
         last = consumer.receive(5000)
     consumer.acknowledge_cumulative(last)
     time.sleep(1)
-    outcome["after_acks"] = _new_producer(client, topic)
+    outcome["after_acks"] = new_producer(client, topic)
     return outcome
 
 
@@ -86,7 +86,7 @@ def test_size_quota_without_subscriptions_or_with_eviction(run: Run) -> Outcome:
         producer = client.create_producer(topic, batching_enabled=False)
         for _ in range(20):
             producer.send(PAYLOAD)
-        outcome[policy]["new_producer"] = _new_producer(client, topic)
+        outcome[policy]["new_producer"] = new_producer(client, topic)
     return outcome
 
 
@@ -98,7 +98,7 @@ def test_message_age_quota(run: Run) -> Outcome:
     client = run.client()
     client.subscribe(topic, run.name("slow"))
     client.create_producer(topic, batching_enabled=False).send(PAYLOAD)
-    outcome["young"] = _new_producer(client, topic)
+    outcome["young"] = new_producer(client, topic)
     time.sleep(2.5)
-    outcome["old"] = _new_producer(client, topic)
+    outcome["old"] = new_producer(client, topic)
     return outcome

@@ -26,6 +26,7 @@ import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.transaction.Transaction;
 import org.apache.pulsar.client.api.transaction.TxnID;
 import org.apache.pulsar.common.policies.data.AutoTopicCreationOverride;
+import org.apache.pulsar.common.policies.data.BacklogQuota;
 import org.apache.pulsar.common.policies.data.RetentionPolicies;
 import org.apache.pulsar.common.policies.data.SchemaCompatibilityStrategy;
 import org.apache.pulsar.common.policies.data.TenantInfo;
@@ -50,7 +51,8 @@ public final class AdminHarness {
     }
 
     private static final ObjectMapper JSON = new ObjectMapper();
-    static final List<String> SCENARIOS = List.of("tenants", "topics", "transactions", "schemas", "status");
+    static final List<String> SCENARIOS = List.of("tenants", "topics", "transactions", "schemas", "topicPolicies",
+            "status");
     private static final long WAIT_SECONDS = 15;
 
     private final PulsarAdmin admin;
@@ -84,6 +86,7 @@ public final class AdminHarness {
                 case "topics" -> harness.topics(args.get(0));
                 case "transactions" -> harness.transactions(args.get(0));
                 case "schemas" -> harness.schemas(args.get(0));
+                case "topicPolicies" -> harness.topicPolicies(args.get(0));
                 default -> harness.status(args.get(0));
             }
         } catch (Throwable t) {
@@ -618,6 +621,74 @@ public final class AdminHarness {
     private static String namespaceOf(String topic) {
         String path = topic.substring(topic.indexOf("://") + 3);
         return path.substring(0, path.lastIndexOf('/'));
+    }
+
+    // -- topic policies -------------------------------------------------------------------------------------
+
+    /** Set, read (own and applied) and remove a partitioned topic's policies; a partition and a missing topic. */
+    private void topicPolicies(String topic) {
+        var policies = admin.topicPolicies();
+        step("create_partitioned", () -> {
+            admin.topics().createPartitionedTopic(topic, 2);
+            return null;
+        });
+        step("get_ttl_unset", () -> policies.getMessageTTL(topic));
+        step("set_ttl", () -> {
+            policies.setMessageTTL(topic, 30);
+            return null;
+        });
+        step("get_ttl", () -> policies.getMessageTTL(topic));
+        step("get_ttl_applied", () -> policies.getMessageTTL(topic, true));
+        step("set_retention", () -> {
+            policies.setRetention(topic, new RetentionPolicies(60, 100));
+            return null;
+        });
+        step("get_retention", () -> raw(policies.getRetention(topic)));
+        step("set_deduplication", () -> {
+            policies.setDeduplicationStatus(topic, true);
+            return null;
+        });
+        step("get_deduplication", () -> policies.getDeduplicationStatus(topic));
+        step("set_compaction_threshold", () -> {
+            policies.setCompactionThreshold(topic, 1048576);
+            return null;
+        });
+        step("get_compaction_threshold", () -> policies.getCompactionThreshold(topic));
+        step("set_backlog_quota", () -> {
+            policies.setBacklogQuota(topic, BacklogQuota.builder().limitSize(10485760)
+                    .retentionPolicy(BacklogQuota.RetentionPolicy.producer_exception).build(),
+                    BacklogQuota.BacklogQuotaType.destination_storage);
+            return null;
+        });
+        step("get_backlog_quota_map", () -> raw(policies.getBacklogQuotaMap(topic)));
+        step("get_backlog_quota_map_applied", () -> raw(policies.getBacklogQuotaMap(topic, true)));
+        step("set_ttl_on_partition", () -> {
+            policies.setMessageTTL(topic + "-partition-0", 10);
+            return null;
+        });
+        step("get_ttl_missing_topic", () -> policies.getMessageTTL(topic + "-missing"));
+        step("remove_ttl", () -> {
+            policies.removeMessageTTL(topic);
+            return null;
+        });
+        step("get_ttl_after_remove", () -> policies.getMessageTTL(topic));
+        step("remove_backlog_quota", () -> {
+            policies.removeBacklogQuota(topic, BacklogQuota.BacklogQuotaType.destination_storage);
+            return null;
+        });
+        step("remove_retention", () -> {
+            policies.removeRetention(topic);
+            return null;
+        });
+        step("remove_deduplication", () -> {
+            policies.removeDeduplicationStatus(topic);
+            return null;
+        });
+        step("remove_compaction_threshold", () -> {
+            policies.removeCompactionThreshold(topic);
+            return null;
+        });
+        step("get_retention_after_remove", () -> raw(policies.getRetention(topic)));
     }
 
     // -- lookup, clusters, brokers ---------------------------------------------------------------------------
