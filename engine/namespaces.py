@@ -343,7 +343,7 @@ def compact_over(topic: Topic, threshold: int) -> bool:
 
 class PolicyEnforcer:
     """Applies message TTL, retention, the compaction threshold and backlog quotas to the loaded topics every
-    ``interval`` seconds."""
+    ``interval`` seconds, and drops the non-persistent topics nobody used for that long."""
 
     def __init__(self, broker: Broker, interval: float) -> None:
         self.broker = broker
@@ -388,6 +388,18 @@ class PolicyEnforcer:
             quotas = namespaces.backlog_quotas(name)
             if quotas:
                 backlog_quota.enforce(topic, quotas, now)
+        self.drop_idle_non_persistent(now)
+
+    def drop_idle_non_persistent(self, now: int) -> None:
+        """Forget the non-persistent topics found unused at two checks ``interval`` apart (they hold nothing)."""
+        for name, topic in list(self.broker.non_persistent.items()):
+            if topic.in_use:
+                topic.idle_since = None
+            elif topic.idle_since is None:
+                topic.idle_since = now
+            elif now - topic.idle_since >= self.interval * 1000:
+                del self.broker.non_persistent[name]
+                log.info("%s: dropped after %d s without producers or subscriptions", name, self.interval)
 
     def trim(self, topic: Topic, retention: tuple[int, int], now: int) -> int:
         """Delete acknowledged entries beyond the retention limits; returns the last entry deleted (-1 if none).

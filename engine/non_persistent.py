@@ -12,7 +12,9 @@ As Pulsar's ``NonPersistentTopic``, ``NonPersistentSubscription`` and ``NonPersi
   (even at Earliest) only gets what is published from then on;
 - acknowledgements, redelivery requests and seeks have nothing to act on and change nothing;
 - no entry, cursor or sequence id is written to the store: a restart forgets these topics (their partitioned-topic
-  metadata and schemas are kept, as Pulsar keeps them in its metadata and schema stores).
+  metadata and schemas are kept, as Pulsar keeps them in its metadata and schema stores);
+- a topic without producers and subscriptions for a whole policy check interval is dropped, as Pulsar deletes
+  inactive topics (``brokerDeleteInactiveTopicsEnabled``, every minute by default).
 """
 
 from __future__ import annotations
@@ -99,6 +101,13 @@ class NonPersistentTopic(ProducerHost):
         #: Messages and bytes delivered on subscriptions since removed (the topic's totals keep them, as Pulsar's).
         self.removed_messages_out = 0
         self.removed_bytes_out = 0
+        #: When a policy check first found the topic unused (epoch ms), None while it is in use.
+        self.idle_since: int | None = None
+
+    @property
+    def in_use(self) -> bool:
+        """Whether producers or subscriptions are attached."""
+        return bool(self.producers or self.waiting_producers or self.subscriptions)
 
     def last_sequence_id(self, producer_name: str) -> int:
         """Nothing is deduplicated: Pulsar tells producers of non-persistent topics -1."""

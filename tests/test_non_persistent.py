@@ -340,3 +340,26 @@ def test_transactional_ack_is_a_conflict(server: ServerProcess, np_topic: str) -
         conn.assert_open()
     finally:
         conn.close()
+
+
+def test_unused_topics_are_dropped(server_factory: Callable[..., ServerProcess]) -> None:
+    """A topic without producers and subscriptions goes after a policy check interval; one in use stays."""
+    proc = server_factory("--policy-check-interval-seconds", "1")
+    unused, used = (f"non-persistent://{NS}/np-{tag}-{uuid.uuid4().hex[:8]}" for tag in ("unused", "used"))
+    client = make_client(proc.url)
+    try:
+        produce(client, unused, numbered(2))
+        consumer = client.subscribe(used, "sub")
+        assert listed(proc) == sorted([unused, used])
+        deadline = time.monotonic() + 10
+        while unused in listed(proc):
+            assert time.monotonic() < deadline, "the unused topic was not dropped"
+            time.sleep(0.2)
+        time.sleep(2.5)
+        assert listed(proc) == [used]
+        # The dropped topic comes back as a new one when used again.
+        produce(client, unused, numbered(1))
+        assert unused in listed(proc)
+        consumer.close()
+    finally:
+        client.close()
