@@ -1,4 +1,4 @@
-"""Backlog quotas of a namespace (its ``backlog_quota_map``), enforced as Pulsar's broker does.
+"""Backlog quotas of a namespace (its ``backlog_quota_map``) or a topic (its own), enforced as Pulsar's broker does.
 
 A topic's backlog is what its slowest durable subscription has not acknowledged: its size in bytes
 (``destination_storage`` quotas, ``limitSize``) and the age of its oldest message (``message_age`` quotas,
@@ -133,7 +133,7 @@ def oldest_backlog_publish_time(topic: Topic) -> int | None:
 
 
 def exceeded(topic: Topic, quotas: Quotas, now_ms: int) -> list[tuple[QuotaType, BacklogQuota]]:
-    """The quotas (of the topic's namespace) that its backlog exceeds now."""
+    """The quotas (those in force on the topic) that its backlog exceeds now."""
     found = []
     for kind, quota in quotas.items():
         if kind is QuotaType.DESTINATION_STORAGE and quota.limit_size >= 0:

@@ -206,41 +206,37 @@ class Namespaces:
         self.generation += 1
         self.store.put_metadata(_TOPIC, topic, None)
 
-    def _topic_policy(self, name: TopicName, key: str) -> Any:
-        return self._topic_policies.get(name.partitioned_parent.full, {}).get(key)
+    def applied_policy(self, name: TopicName, topic_key: str, namespace_key: str) -> Any:
+        """A policy in force on a topic, as set: the topic's own (a partition's: its partitioned topic's) value under
+        ``topic_key``, else its namespace's under ``namespace_key``; None if neither sets it."""
+        value = self._topic_policies.get(name.partitioned_parent.full, {}).get(topic_key)
+        return self.policy(name.namespace_name, namespace_key) if value is None else value
 
     # -- the policies the engine applies: a topic's own, else its namespace's ------------------------
 
     def deduplication(self, name: TopicName) -> bool | None:
         """A topic's deduplication switch, or None to use the broker's."""
-        value = self._topic_policy(name, "deduplicationEnabled")
-        if value is None:
-            value = self.policy(name.namespace_name, "deduplicationEnabled")
+        value = self.applied_policy(name, "deduplicationEnabled", "deduplicationEnabled")
         return None if value is None else bool(value)
 
     def message_ttl(self, name: TopicName) -> int:
         """Seconds after which a topic's unacknowledged messages expire (0: never)."""
-        value = self._topic_policy(name, "messageTTLInSeconds")
-        if value is None:
-            value = self.policy(name.namespace_name, "message_ttl_in_seconds")
-        return int(value or 0)
+        return int(self.applied_policy(name, "messageTTLInSeconds", "message_ttl_in_seconds") or 0)
 
     def backlog_quotas(self, name: TopicName) -> backlog_quota.Quotas:
         """A topic's backlog quotas by type: each type the topic's own, else its namespace's."""
         quotas = backlog_quota.parse_quotas(self.policy(name.namespace_name, "backlog_quota_map"))
-        quotas.update(backlog_quota.parse_quotas(self._topic_policy(name, "backLogQuotaMap")))
+        topic_quotas = self._topic_policies.get(name.partitioned_parent.full, {}).get("backLogQuotaMap")
+        quotas.update(backlog_quota.parse_quotas(topic_quotas))
         return quotas
 
     def compaction_threshold(self, name: TopicName) -> int:
         """Bytes after the last compaction's horizon beyond which a topic is compacted (0: never)."""
-        value = self._topic_policy(name, "compactionThreshold")
-        if value is None:
-            value = self.policy(name.namespace_name, "compaction_threshold")
-        return int(value or 0)
+        return int(self.applied_policy(name, "compactionThreshold", "compaction_threshold") or 0)
 
     def retention(self, name: TopicName) -> tuple[int, int] | None:
         """``(minutes, megabytes)`` a topic's acknowledged data is kept for (-1: no limit), or None when not set."""
-        value = self._topic_policy(name, "retentionPolicies") or self.policy(name.namespace_name, "retention_policies")
+        value = self.applied_policy(name, "retentionPolicies", "retention_policies")
         if not value:
             return None
         return int(value.get("retentionTimeInMinutes", 0)), int(value.get("retentionSizeInMB", 0))

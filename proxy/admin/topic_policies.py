@@ -90,11 +90,9 @@ POLICIES: dict[str, TopicPolicy] = {
 }
 
 
-def _exceeds_retention(quota: BacklogQuota, retention: dict[str, Any] | None) -> bool:
-    """Whether a quota allows more backlog than the retention keeps (Pulsar refuses such a pair)."""
-    if not retention:
-        return False
-    minutes, megabytes = retention.get("retentionTimeInMinutes", 0), retention.get("retentionSizeInMB", 0)
+def _exceeds_retention(quota: BacklogQuota, minutes: int, megabytes: int) -> bool:
+    """Whether a quota allows more backlog than a retention of ``minutes`` and ``megabytes`` keeps (Pulsar refuses
+    such a pair)."""
     return (megabytes > 0 and quota.limit_size >= megabytes * 1024 * 1024) or (
         minutes > 0 and quota.limit_time >= minutes * 60
     )
@@ -119,19 +117,21 @@ def register(router: Router, ctx: AdminContext) -> None:
     def policy_routes(endpoint: str, policy: TopicPolicy) -> None:
         def get(call: Call) -> Any:
             name = topic_of(call)
-            value = namespaces.topic_policies(name.full).get(policy.field)
-            if value is None and call.flag("applied"):
-                value = namespaces.policy(name.namespace_name, policy.namespace_field)
+            if call.flag("applied"):
+                value = namespaces.applied_policy(name, policy.field, policy.namespace_field)
                 if value is None:
                     value = policy.default(ctx)
+            else:
+                value = namespaces.topic_policies(name.full).get(policy.field)
             return absent_reply() if value is None else value
 
         def post(call: Call) -> Any:
             name = topic_of(call)
             value = policy.value(call)
             if policy.field == "retentionPolicies":
+                minutes, megabytes = value["retentionTimeInMinutes"], value["retentionSizeInMB"]
                 quotas = namespaces.backlog_quotas(name)
-                if any(_exceeds_retention(quota, value) for quota in quotas.values()):
+                if any(_exceeds_retention(quota, minutes, megabytes) for quota in quotas.values()):
                     raise AdminError(
                         412,
                         "Retention Quota must exceed configured backlog quota for topic. "
@@ -167,10 +167,8 @@ def register(router: Router, ctx: AdminContext) -> None:
         kind, quota = backlog_quota_of(
             call, f"Set namespace[{name.namespace_name}] backlog quota failed because the data validation failed."
         )
-        retention = namespaces.topic_policies(name.full).get("retentionPolicies") or namespaces.policy(
-            name.namespace_name, "retention_policies"
-        )
-        if _exceeds_retention(quota, retention):
+        retention = namespaces.retention(name)
+        if retention is not None and _exceeds_retention(quota, *retention):
             raise AdminError(
                 412,
                 "Backlog Quota exceeds configured retention quota for topic. Please increase retention quota and retry",
