@@ -141,6 +141,14 @@ class Run:
         self._names[value] = f"<{tag}>"
         return value
 
+    def namespace(self, tag: str) -> tuple[str, int]:
+        """A fresh namespace ``<tag>/ns`` of a fresh tenant, so that no other scenario finds it in a list of
+        namespaces; its name and the status creating it answered."""
+        tenant = self.name(tag)
+        self.admin("PUT", f"/admin/v2/tenants/{tenant}", {"adminRoles": [], "allowedClusters": ["standalone"]})
+        namespace = f"{tenant}/ns"
+        return namespace, self.admin("PUT", f"/admin/v2/namespaces/{namespace}").status
+
     # -- clients -----------------------------------------------------------------------------------
 
     def client(self, **kwargs: Any) -> pulsar.Client:

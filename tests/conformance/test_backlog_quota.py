@@ -19,11 +19,11 @@ PAYLOAD = b"x" * 200
 def _namespace(
     run: Run, quota: dict[str, Any], kind: str = "destination_storage", tag: str = "bq"
 ) -> tuple[str, dict[str, Any]]:
-    """A fresh namespace of the ``public`` tenant with one backlog quota; its name and what setting it answered."""
-    namespace = f"public/{run.name(tag)}"
+    """A fresh namespace with one backlog quota; its name and what setting it answered."""
+    namespace, created = run.namespace(tag)
     path = f"/admin/v2/namespaces/{namespace}"
     outcome = {
-        "create": run.admin("PUT", path).status,
+        "create": created,
         "set_quota": run.admin("POST", f"{path}/backlogQuota?backlogQuotaType={kind}", quota).status,
         "quota_map": run.admin("GET", f"{path}/backlogQuotaMap").body,
     }

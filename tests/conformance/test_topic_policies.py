@@ -21,13 +21,9 @@ SETTLE_SECONDS = 10.0
 
 
 def _namespace(run: Run, tag: str) -> str:
-    """A namespace of a new tenant (so that no other scenario sees it in a list)."""
-    tenant = run.name(tag)
-    run.admin("PUT", f"/admin/v2/tenants/{tenant}", {"adminRoles": [], "allowedClusters": ["standalone"]})
-    namespace = f"{tenant}/ns"
-    answer = run.admin("PUT", f"/admin/v2/namespaces/{namespace}")
-    if answer.status >= 300:
-        raise RuntimeError(f"creating namespace {namespace} failed: {answer}")
+    namespace, status = run.namespace(tag)
+    if status >= 300:
+        raise RuntimeError(f"creating namespace {namespace} failed: {status}")
     return namespace
 
 
