@@ -175,8 +175,6 @@ def _evict_to_size(topic: Topic, target: int) -> None:
     over = topic.store.newest_over_size(topic.topic_id, topic.last_confirmed, target)
     if over is None:
         return
-    upto = min(over, topic.read_limit)
     for subscription in _holding(topic):
-        if subscription.cursor.mark_delete < upto:
-            log.info("%s: backlog quota evicts %s up to entry %d", topic.name, subscription.name, upto)
-            subscription.acknowledge(None, [(upto, None)], cumulative=True)
+        if subscription.acknowledge_upto(over):
+            log.info("%s: backlog quota evicted %s up to entry %d", topic.name, subscription.name, over)

@@ -408,14 +408,19 @@ class Subscription(ConsumerGroup):
             consumer.pending.clear()
         self.topic.cursor_changed(self)
 
-    def expire_before(self, cutoff_ms: int) -> bool:
-        """Acknowledge every readable entry published before ``cutoff_ms`` (message TTL, expiry, backlog quotas);
-        True if the cursor moved."""
-        upto = min(self.topic.entry_at_time(cutoff_ms) - 1, self.topic.read_limit)
+    def acknowledge_upto(self, entry_id: int) -> bool:
+        """Acknowledge every readable entry up to ``entry_id``, as a cumulative acknowledgement does (clearing the
+        backlog, expiry, backlog quotas); True if the cursor moved."""
+        upto = min(entry_id, self.topic.read_limit)
         if upto <= self.cursor.mark_delete:
             return False
         self.acknowledge(None, [(upto, None)], cumulative=True)
         return True
+
+    def expire_before(self, cutoff_ms: int) -> bool:
+        """Acknowledge every readable entry published before ``cutoff_ms`` (message TTL, expiry, backlog quotas);
+        True if the cursor moved."""
+        return self.acknowledge_upto(self.topic.entry_at_time(cutoff_ms) - 1)
 
     # -- dispatch ---------------------------------------------------------------------------
 

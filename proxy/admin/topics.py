@@ -186,13 +186,6 @@ def skip_entries(sub: Subscription, count: int) -> None:
         sub.acknowledge(None, chosen, cumulative=False)
 
 
-def clear_backlog(sub: Subscription) -> None:
-    """Acknowledge everything readable."""
-    limit = sub.topic.read_limit
-    if limit > sub.cursor.mark_delete:
-        sub.acknowledge(None, [(limit, None)], cumulative=True)
-
-
 def _body_int(call: Call) -> int:
     body = call.json(required=True)
     if isinstance(body, dict):
@@ -499,7 +492,7 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("POST", SUB + "/skip_all")
     def skip_all(call: Call) -> Any:
         for sub in each_subscription(call):
-            clear_backlog(sub)
+            sub.acknowledge_upto(sub.topic.read_limit)
         return ctx.committed()
 
     @router.route("POST", SUB + "/expireMessages/{seconds}")
