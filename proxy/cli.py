@@ -7,7 +7,8 @@ import logging
 import sys
 import time
 
-from proxy.config import FIELDS, Settings, SettingsError, load
+from proxy.config import FIELDS, Settings, SettingsError, data_path, load
+from proxy.data_lock import DataDirInUseError, lock_data_dir
 from proxy.listen import ListenError, bind
 
 
@@ -25,6 +26,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--admin-port", type=int, help=f"admin HTTP port (default {Settings.admin_port})")
     serve.add_argument("--data-dir", help=f"where the store lives (default {Settings.data_dir})")
     serve.add_argument("--advertised-address", help="host name lookups answer (default: the address reached)")
+    serve.add_argument(
+        "--listen-backlog",
+        type=int,
+        help=f"connections the kernel queues before they are accepted (default {Settings.listen_backlog})",
+    )
     serve.add_argument(
         "--default-partitions",
         type=int,
@@ -87,13 +93,17 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        pulsar_socket = bind(settings.host, settings.port)
-    except ListenError as exc:
+        lock = lock_data_dir(data_path(settings))
+        pulsar_socket = bind(settings.host, settings.port, settings.listen_backlog)
+    except (DataDirInUseError, ListenError) as exc:
         print(f"pulsar-txn-proxy: {exc}", file=sys.stderr)
         return 1
     from proxy.run import serve
 
-    return serve(settings, started, pulsar_socket)
+    try:
+        return serve(settings, started, pulsar_socket)
+    finally:
+        lock.close()
 
 
 if __name__ == "__main__":

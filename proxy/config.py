@@ -27,6 +27,9 @@ class Settings:
     admin_port: int = 8080
     data_dir: str = "./data"
     advertised_address: str | None = None
+    #: Connections the kernel queues before the server accepts them: a burst of clients connecting at once is
+    #: not dropped (Twisted's default of 50 drops SYNs under such a burst).
+    listen_backlog: int = 1024
     #: Partitions of auto-created topics (0: non-partitioned, as in Pulsar).
     default_partitions: int = 0
     #: Drop re-sent messages by producer name and sequence id.
@@ -110,6 +113,8 @@ def load(cli: Mapping[str, Any], config_file: str | None, environ: Mapping[str, 
     settings = Settings(**values)
     if settings.log_level.upper() not in LOG_LEVELS:
         raise SettingsError(f"log_level: expected one of {', '.join(LOG_LEVELS)}, got {settings.log_level!r}")
+    if settings.listen_backlog < 1:
+        raise SettingsError(f"listen_backlog: expected a positive integer, got {settings.listen_backlog}")
     return settings
 
 

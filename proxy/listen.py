@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import socket
 
-#: Connections the kernel holds for the server before it accepts them (Twisted's default for TCP ports).
-BACKLOG = 50
-
 
 class ListenError(OSError):
     """The port cannot be bound (in use, no permission, unknown host)."""
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A non-blocking listening TCP socket on ``host``:``port`` (port 0: any free port)."""
+def bind(host: str, port: int, backlog: int) -> socket.socket:
+    """A non-blocking listening TCP socket on ``host``:``port`` (port 0: any free port) whose kernel queue holds
+    ``backlog`` connections not accepted yet (the kernel caps it at ``net.core.somaxconn``)."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -30,7 +28,7 @@ def bind(host: str, port: int) -> socket.socket:
         # As Twisted does for its TCP ports: a restart may bind while old connections are in TIME_WAIT.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
-        sock.listen(BACKLOG)
+        sock.listen(backlog)
         sock.setblocking(False)
     except OSError as exc:
         sock.close()

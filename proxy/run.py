@@ -31,6 +31,7 @@ def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> i
     from proxy.reactor import install
 
     reactor = install()
+    _log_twisted_to_logging()
 
     store = Store(data_path(settings) / "store.sqlite")
     config = BrokerConfig(
@@ -77,6 +78,16 @@ def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> i
     return 0
 
 
+def _log_twisted_to_logging() -> None:
+    """Send what Twisted logs (failed accepts when file descriptors run out, unhandled errors) to :mod:`logging`.
+
+    Until a program begins Twisted's logging, Twisted only keeps its events in memory, and nobody sees them.
+    """
+    from twisted.logger import STDLibLogObserver, globalLogBeginner
+
+    globalLogBeginner.beginLoggingTo([STDLibLogObserver(name="twisted")], redirectStandardIO=False)
+
+
 def _listen_admin(reactor: Any, settings: Settings, broker: Broker, service: BrokerService) -> Any:
     """Serve the admin API on its port; if the port is taken, log it and go on without (the Pulsar port works)."""
     from twisted.internet.error import CannotListenError
@@ -85,7 +96,10 @@ def _listen_admin(reactor: Any, settings: Settings, broker: Broker, service: Bro
 
     try:
         port = reactor.listenTCP(
-            settings.admin_port, admin_site(broker, service, settings.admin_port), interface=settings.host
+            settings.admin_port,
+            admin_site(broker, service, settings.admin_port),
+            backlog=settings.listen_backlog,
+            interface=settings.host,
         )
     except CannotListenError as exc:
         log.error("admin API disabled: cannot listen on port %d: %s", settings.admin_port, exc.socketError)
