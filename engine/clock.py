@@ -16,14 +16,22 @@ class Cancellable(Protocol):
 
 
 class Clock(Protocol):
-    """Wall-clock time and deferred calls."""
+    """Wall-clock time, monotonic time and deferred calls.
+
+    Wall time is only for what Pulsar records as a date (publish times, a transaction's start); deadlines, timers
+    and durations use monotonic time, so that a step of the system clock neither stalls nor fires them.
+    """
 
     def now(self) -> float:
         """Seconds since the epoch."""
         ...
 
+    def monotonic(self) -> float:
+        """Seconds on a clock that never steps (only differences between its readings mean anything)."""
+        ...
+
     def call_later(self, delay: float, fn: Callable[[], object]) -> Cancellable:
-        """Run ``fn`` after ``delay`` seconds (0 means: soon, after the current work)."""
+        """Run ``fn`` after ``delay`` seconds of monotonic time (0 means: soon, after the current work)."""
         ...
 
 
@@ -44,30 +52,45 @@ class _ManualCall:
 
 
 class ManualClock:
-    """A clock for tests: time moves only when told, and deferred calls run on :meth:`advance`."""
+    """A clock for tests: time moves only when told, and deferred calls run on :meth:`advance`.
+
+    :meth:`advance` moves wall and monotonic time together; :meth:`step_wall` steps the wall clock alone, as an
+    administrator or NTP may step a system clock.
+    """
 
     def __init__(self, start: float = 1_700_000_000.0) -> None:
         self._now = start
+        self._monotonic = 0.0
         self._calls: list[tuple[float, int, _ManualCall]] = []
         self._order = itertools.count()
 
     def now(self) -> float:
         return self._now
 
+    def monotonic(self) -> float:
+        return self._monotonic
+
     def call_later(self, delay: float, fn: Callable[[], object]) -> _ManualCall:
         call = _ManualCall(fn)
-        heapq.heappush(self._calls, (self._now + delay, next(self._order), call))
+        heapq.heappush(self._calls, (self._monotonic + delay, next(self._order), call))
         return call
 
     def advance(self, seconds: float = 0.0) -> None:
         """Move time forward and run every call that falls due, in order."""
-        target = self._now + seconds
+        target = self._monotonic + seconds
         while self._calls and self._calls[0][0] <= target:
             when, _, call = heapq.heappop(self._calls)
-            self._now = max(self._now, when)
+            if when > self._monotonic:
+                self._now += when - self._monotonic
+                self._monotonic = when
             if not call.cancelled:
                 call.fn()
-        self._now = target
+        self._now += target - self._monotonic
+        self._monotonic = target
+
+    def step_wall(self, seconds: float) -> None:
+        """Step the wall clock by ``seconds`` (negative: back) without moving monotonic time."""
+        self._now += seconds
 
 
 class SystemClock:
@@ -78,6 +101,9 @@ class SystemClock:
 
     def now(self) -> float:
         return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
 
     def call_later(self, delay: float, fn: Callable[[], object]) -> Cancellable:
         return self._schedule(delay, fn)

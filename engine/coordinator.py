@@ -247,7 +247,7 @@ class Coordinators:
     # -- timeouts -----------------------------------------------------------------------------
 
     def _arm_timeout(self, meta: TxnMeta, seconds: float) -> None:
-        self.timeouts.add(meta.txn, self.clock.now() + max(seconds, 0.0))
+        self.timeouts.add(meta.txn, self.clock.monotonic() + max(seconds, 0.0))
 
     def _expire(self, txn: TxnId) -> None:
         meta = self.coordinators[txn.most].txns.get(txn.least)

@@ -40,7 +40,7 @@ class DeadlineTracker(Generic[K]):
         return key in self._deadlines
 
     def add(self, key: K, deadline: float) -> None:
-        """Expire ``key`` at ``deadline`` (clock seconds); replaces an earlier deadline of the same key."""
+        """Expire ``key`` at ``deadline`` (the clock's monotonic seconds); replaces an earlier deadline of the key."""
         self._deadlines[key] = deadline
         heapq.heappush(self._heap, (deadline, next(self._order), key))
         if deadline < self._call_at:
@@ -60,11 +60,11 @@ class DeadlineTracker(Generic[K]):
         if self._call is not None:
             self._call.cancel()
         self._call_at = deadline
-        self._call = self._clock.call_later(max(deadline - self._clock.now(), 0.0), self._fire)
+        self._call = self._clock.call_later(max(deadline - self._clock.monotonic(), 0.0), self._fire)
 
     def _fire(self) -> None:
         self._call, self._call_at = None, float("inf")
-        now = self._clock.now()
+        now = self._clock.monotonic()
         heap = self._heap
         due: list[K] = []
         while heap and heap[0][0] <= now:

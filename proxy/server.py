@@ -227,6 +227,8 @@ class BrokerService:
 class PulsarFactory(protocol.ServerFactory):
     """Builds a :class:`PulsarConnection` per accepted socket."""
 
+    noisy = False
+
     def __init__(self, service: BrokerService) -> None:
         self.service = service
 

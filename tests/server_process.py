@@ -68,6 +68,8 @@ class ServerProcess:
         else:
             self.extra += ["--admin-port", str(self.admin_port)]
         self.process: subprocess.Popen[bytes] | None = None
+        #: What runs the command line (``serve`` and its options follow): a test may wrap the server.
+        self.launcher = [sys.executable, "-m", "proxy"]
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-server.log"
         #: Seconds from the process start to the first accepted connection, and to the first answered CONNECT.
         self.startup_seconds = 0.0
@@ -85,7 +87,7 @@ class ServerProcess:
         """Start and wait until the server answers CONNECT (``startup_seconds``: until it accepted a connection)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = [
-            sys.executable, "-m", "proxy", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+            *self.launcher, "serve", "--host", "127.0.0.1", "--port", str(self.port),
             "--data-dir", str(self.data_dir), "--advertised-address", "127.0.0.1", *self.extra,
         ]
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it open)

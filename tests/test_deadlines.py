@@ -7,9 +7,11 @@ from engine.deadlines import DeadlineTracker
 
 
 def make() -> tuple[ManualClock, DeadlineTracker[str], list[tuple[float, str]]]:
-    clock = ManualClock(1000.0)
+    """A tracker on a manual clock whose wall and monotonic times both read 1000 s."""
+    clock = ManualClock(0.0)
+    clock.advance(1000.0)
     fired: list[tuple[float, str]] = []
-    return clock, DeadlineTracker(clock, lambda key: fired.append((clock.now(), key))), fired
+    return clock, DeadlineTracker(clock, lambda key: fired.append((clock.monotonic(), key))), fired
 
 
 def test_keys_expire_at_their_deadlines_in_order() -> None:
@@ -68,11 +70,25 @@ def test_an_expiry_may_add_keys() -> None:
     clock, tracker, fired = make()
 
     def expired(key: str) -> None:
-        fired.append((clock.now(), key))
+        fired.append((clock.monotonic(), key))
         if key == "first":
-            tracker.add("second", clock.now() + 5)
+            tracker.add("second", clock.monotonic() + 5)
 
     tracker = DeadlineTracker(clock, expired)
     tracker.add("first", 1001.0)
     clock.advance(10)
     assert fired == [(1001.0, "first"), (1006.0, "second")]
+
+
+def test_steps_of_the_wall_clock_neither_hold_nor_fire_deadlines() -> None:
+    clock, tracker, fired = make()
+    tracker.add("txn", 1010.0)
+    clock.step_wall(-3600)
+    clock.advance(10)
+    assert fired == [(1010.0, "txn")]
+    tracker.add("next", 1030.0)
+    clock.step_wall(+3600)
+    clock.advance(1)
+    assert fired == [(1010.0, "txn")]
+    clock.advance(19)
+    assert fired == [(1010.0, "txn"), (1030.0, "next")]

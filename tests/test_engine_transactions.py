@@ -153,6 +153,23 @@ def test_timeout_aborts_and_releases_pending_acks(tmp_path: Path) -> None:
     assert h.sink.received[-1] == (b"m1", 1)
 
 
+def test_timeouts_run_on_monotonic_time_across_wall_clock_steps(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    coordinator = h.broker.coordinators.coordinators[0]
+    first = h.new_txn(timeout_ms=2000)
+    h.clock.step_wall(-3600)
+    h.clock.advance(2.5)
+    assert coordinator.stats.timed_out == 1
+    assert h.broker.coordinators.active() == 0
+    second = h.new_txn(timeout_ms=2000)
+    h.clock.step_wall(+3600)
+    h.clock.advance(1)
+    assert coordinator.stats.timed_out == 1
+    h.clock.advance(1.5)
+    assert coordinator.stats.timed_out == 2
+    assert first != second
+
+
 def test_restart_finishes_committing_and_times_out_open(tmp_path: Path) -> None:
     h = Harness(tmp_path, txn_end_delay_ms=10_000)
     open_txn = h.new_txn(timeout_ms=5000)

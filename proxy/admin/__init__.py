@@ -38,4 +38,6 @@ def admin_site(broker: Broker, service: BrokerService, admin_port: int) -> serve
     sys.setswitchinterval(0.001)
     site.displayTracebacks = False
     site.noisy = False
+    # No access log: it would date requests by the reactor's clock, which is monotonic (see proxy.reactor).
+    site.log = lambda request: None
     return site
