@@ -35,7 +35,9 @@ class Entry:
         if has("ordering_key"):
             key = meta.ordering_key
         elif has("partition_key"):
-            key = meta.partition_key.encode()
+            key = meta.partition_key
+            # A key that is not UTF-8 comes as the bytes it was (as Pulsar, which hashes the key's bytes).
+            key = key.encode() if isinstance(key, str) else key
         else:
             key = NONE_KEY
         txn = None

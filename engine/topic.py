@@ -282,6 +282,12 @@ class Topic(ProducerHost):
             # Recovery finds transactions through the stored metadata, so it must name the transaction.
             metadata.txnid_most_bits, metadata.txnid_least_bits = txn
             body = make_body(metadata, stored_payload(body))
+        elif txn is None and (metadata.HasField("txnid_most_bits") or metadata.HasField("txnid_least_bits")):
+            # A plain SEND whose metadata names a transaction is a plain message, as Pulsar publishes it. Left in,
+            # the transaction buffer (now, and at recovery) would wait for a transaction nobody ends.
+            metadata.ClearField("txnid_most_bits")
+            metadata.ClearField("txnid_least_bits")
+            body = make_body(metadata, stored_payload(body))
         entry = self._append(body, metadata)
         self.messages_in += entry.num_messages
         self.bytes_in += len(body)
@@ -304,12 +310,12 @@ class Topic(ProducerHost):
         return self._append(body, metadata).entry_id
 
     def _append(self, body: bytes, metadata: MessageMetadata) -> Entry:
-        entry_id = self.next_entry_id
+        # The id is taken once the entry is described: a message that cannot be must not leave a hole in the log.
+        entry = Entry.from_metadata(self.next_entry_id, body, metadata)
         self.next_entry_id += 1
-        entry = Entry.from_metadata(entry_id, body, metadata)
         self._cache.append(entry)
         self._cache_bytes += len(body)
-        self.store.stage_entry(self.topic_id, entry_id, entry.publish_time, body)
+        self.store.stage_entry(self.topic_id, entry.entry_id, entry.publish_time, body)
         self.broker.staged(self)
         return entry
 
