@@ -60,6 +60,19 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="seconds between applications of namespace message TTL and retention (default 60)",
     )
+    serve.add_argument(
+        "--keep-alive-interval-seconds",
+        type=int,
+        help="seconds between keep-alive checks; a peer silent for two is dropped (default 30)",
+    )
+    serve.add_argument(
+        "--handshake-timeout-seconds", type=int, help="seconds a new connection may take to send CONNECT (default 10)"
+    )
+    serve.add_argument(
+        "--frame-timeout-seconds",
+        type=int,
+        help="seconds a frame that has begun to arrive may take to arrive whole (default 30)",
+    )
     demo = commands.add_parser(
         "demo",
         help="run the Spark pipeline example end to end",

@@ -45,6 +45,13 @@ class Settings:
     txn_end_delay_ms: int = 0
     #: Seconds between applications of the namespaces' message TTL and retention policies.
     policy_check_interval_seconds: int = 60
+    #: Seconds between keep-alive checks of a connection (Pulsar's keepAliveIntervalSeconds): a peer silent for a
+    #: whole interval gets a PING and is dropped if it is still silent at the next check.
+    keep_alive_interval_seconds: int = 30
+    #: Seconds a new connection may take to send CONNECT.
+    handshake_timeout_seconds: int = 10
+    #: Seconds a frame that has begun to arrive may take to arrive whole.
+    frame_timeout_seconds: int = 30
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
@@ -113,8 +120,9 @@ def load(cli: Mapping[str, Any], config_file: str | None, environ: Mapping[str, 
     settings = Settings(**values)
     if settings.log_level.upper() not in LOG_LEVELS:
         raise SettingsError(f"log_level: expected one of {', '.join(LOG_LEVELS)}, got {settings.log_level!r}")
-    if settings.listen_backlog < 1:
-        raise SettingsError(f"listen_backlog: expected a positive integer, got {settings.listen_backlog}")
+    for name in ("listen_backlog", "keep_alive_interval_seconds", "handshake_timeout_seconds", "frame_timeout_seconds"):
+        if getattr(settings, name) < 1:
+            raise SettingsError(f"{name}: expected a positive integer, got {getattr(settings, name)}")
     return settings
 
 

@@ -10,10 +10,12 @@ import logging
 import struct
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum, auto
 from typing import TYPE_CHECKING
 
 from twisted.internet import protocol
+from twisted.internet.interfaces import IDelayedCall
 from twisted.internet.task import LoopingCall
 from twisted.python.failure import Failure
 
@@ -49,8 +51,6 @@ log = logging.getLogger(__name__)
 T = BaseCommand
 #: Highest protocol version this endpoint speaks (v20: topic migration).
 PROTOCOL_VERSION = 20
-#: Seconds between keepalive PINGs; a peer silent for two of them is dropped.
-KEEPALIVE_SECONDS = 30.0
 #: Seconds a closing connection may take to flush its last writes before it is aborted.
 CLOSE_GRACE_SECONDS = 5.0
 #: Sends awaiting their receipt before the connection stops reading (Pulsar's
@@ -81,6 +81,17 @@ _SERVER_ONLY = frozenset(
 )
 
 
+@dataclass(frozen=True)
+class ConnectionTimeouts:
+    """How long a peer may stay silent, take to say CONNECT, or take to finish a frame it began (seconds)."""
+
+    #: Between keep-alive checks: a peer silent for a whole interval gets a PING, and is dropped if it is still
+    #: silent at the next check (Pulsar's keepAliveIntervalSeconds).
+    keep_alive: float = 30.0
+    handshake: float = 10.0
+    frame: float = 30.0
+
+
 class State(Enum):
     """Connection states."""
 
@@ -104,6 +115,9 @@ class PulsarConnection(protocol.Protocol):
         self._held_notices: list[tuple[Consumer, bool]] = []
         self._heard_since_ping = True
         self._keepalive: LoopingCall | None = None
+        #: Closes a connection that does not say CONNECT in time, or leaves a frame unfinished for too long.
+        self._handshake_timer: IDelayedCall | None = None
+        self._frame_timer: IDelayedCall | None = None
         self.peer = "?"
         self.client_version = ""
         #: When the connection was accepted (epoch milliseconds), for the admin API's stats.
@@ -148,9 +162,13 @@ class PulsarConnection(protocol.Protocol):
         # Responses are small and latency-bound: send them at once, as Pulsar brokers do.
         self.transport.setTcpNoDelay(True)
         self.service.connections.add(self)
+        timeouts = self.service.timeouts
         self._keepalive = LoopingCall(self._keepalive_tick)
         self._keepalive.clock = self.service.reactor
-        self._keepalive.start(KEEPALIVE_SECONDS, now=False)
+        self._keepalive.start(timeouts.keep_alive, now=False)
+        self._handshake_timer = self.service.reactor.callLater(
+            timeouts.handshake, self.close, f"no CONNECT within {timeouts.handshake:g} s"
+        )
 
     def dataReceived(self, data: bytes) -> None:  # noqa: N802
         if self.state is State.CLOSED:
@@ -163,6 +181,19 @@ class PulsarConnection(protocol.Protocol):
             self._reading = False
         # The answers to this read go out now, not after the reads of every other connection in this turn.
         self.flush()
+        self._watch_unfinished_frame()
+
+    def _watch_unfinished_frame(self) -> None:
+        """Time a frame that has begun to arrive: a peer that never finishes it is dropped (slow loris)."""
+        if not self.decoder.buffered:
+            if self._frame_timer is not None:
+                self._frame_timer.cancel()
+                self._frame_timer = None
+        elif self._frame_timer is None and self.state is not State.CLOSED:
+            timeout = self.service.timeouts.frame
+            self._frame_timer = self.service.reactor.callLater(
+                timeout, self.close, f"a frame begun {timeout:g} s ago is still unfinished"
+            )
 
     def _handle_frames(self, data: bytes) -> None:
         frames = self.decoder.feed(data)
@@ -188,6 +219,9 @@ class PulsarConnection(protocol.Protocol):
         self.service.connections.discard(self)
         if self._keepalive is not None and self._keepalive.running:
             self._keepalive.stop()
+        for timer in (self._handshake_timer, self._frame_timer):
+            if timer is not None and timer.active():
+                timer.cancel()
         for producer in self.producers.values():
             if producer.topic is not None:
                 producer.topic.remove_producer(producer)
@@ -278,6 +312,9 @@ class PulsarConnection(protocol.Protocol):
         if connect.auth_method_name not in ("", "none"):
             log.info("[%s] auth method %r ignored: authentication is off", self.peer, connect.auth_method_name)
         self.state = State.CONNECTED
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
         self.protocol_version = min(connect.protocol_version, PROTOCOL_VERSION)
         self.send(
             T.CONNECTED,

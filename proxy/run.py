@@ -15,6 +15,7 @@ from engine.store import Store
 from engine.txn_buffer import SnapshotPolicy
 from proxy.commits import ThreadedCommits
 from proxy.config import Settings, data_path
+from proxy.connection import ConnectionTimeouts
 from proxy.server import BrokerService, PulsarFactory
 from proxy.transport import adopt_eager
 
@@ -43,7 +44,12 @@ def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> i
     )
     commits = ThreadedCommits(reactor)
     broker = Broker(store, SystemClock(reactor.callLater), config, commits)
-    service = BrokerService(broker, reactor, settings.advertised_address, settings.port)
+    timeouts = ConnectionTimeouts(
+        keep_alive=settings.keep_alive_interval_seconds,
+        handshake=settings.handshake_timeout_seconds,
+        frame=settings.frame_timeout_seconds,
+    )
+    service = BrokerService(broker, reactor, settings.advertised_address, settings.port, timeouts)
     commits.after_completions = service.flush_written
     listener = adopt_eager(reactor, pulsar_socket, PulsarFactory(service))
     service.port = listener.getHost().port

@@ -16,7 +16,7 @@ from engine.non_persistent import MESSAGE_ID, NonPersistentSubscription, NonPers
 from engine.store import StoredSchema
 from engine.subscription import Consumer, SubType
 from engine.transactions import TxnId
-from proxy.connection import PulsarConnection, sticky_ranges
+from proxy.connection import ConnectionTimeouts, PulsarConnection, sticky_ranges
 from proxy.transactions import check_transactional_send
 from wire.framing import MessageBody
 from wire.message_id import MessageId
@@ -33,8 +33,16 @@ VERSION = "0.1.0"
 class BrokerService:
     """What connections share: the engine, the advertised address and counters."""
 
-    def __init__(self, broker: Broker, reactor: Any, advertised_address: str | None, port: int) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        reactor: Any,
+        advertised_address: str | None,
+        port: int,
+        timeouts: ConnectionTimeouts,
+    ) -> None:
         self.broker = broker
+        self.timeouts = timeouts
         self.reactor = reactor
         self.advertised_address = advertised_address
         self.port = port

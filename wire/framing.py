@@ -49,6 +49,11 @@ class FrameDecoder:
         self._buffer = bytearray()
         self._max_frame_size = max_frame_size
 
+    @property
+    def buffered(self) -> int:
+        """Bytes held of a frame that has not arrived whole."""
+        return len(self._buffer)
+
     def feed(self, data: bytes) -> Iterator[Frame]:
         """Add ``data`` and yield every frame it completes, in order.
 
