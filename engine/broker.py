@@ -15,7 +15,7 @@ from engine.namespaces import Namespaces
 from engine.non_persistent import NonPersistentTopic
 from engine.schemas import SchemaRegistry
 from engine.stats import BrokerStats
-from engine.store import StagedWrites, Store
+from engine.store import StagedWrites, Store, StoreFullError
 from engine.topic import Topic
 from engine.txn_buffer import SnapshotPolicy
 from wire.pulsar_api_pb2 import ServerError
@@ -49,6 +49,8 @@ class BrokerConfig:
 #: :class:`CommitRunner`): a few transactions' sends and markers, or a lone message.
 SMALL_COMMIT_ENTRIES = 32
 SMALL_COMMIT_BYTES = 256 * 1024
+#: Seconds before acknowledgements a failed commit lost are written again (a full disk, until space comes back).
+COMMIT_RETRY_SECONDS = 1.0
 
 
 class CommitRunner(Protocol):
@@ -103,7 +105,14 @@ class Broker:
         self._partitioned = store.partitioned_topics()
         #: Terminated topic partitions and their last entry.
         self.terminated = {name: int(last) for name, last in store.metadata("terminated").items()}
-        self._boot = store.next_value("boot")
+        try:
+            self._boot = store.next_value("boot")
+        except StoreFullError as exc:
+            # Start all the same: what is stored can be read and consumed; writes fail until space comes back.
+            log.error("%s: serving reads; writes fail until space comes back", exc)
+            self._boot = now_ms(clock)
+        #: Commits that failed since the last one that succeeded (a full disk), logged when the streak begins and ends.
+        self._failed_commits = 0
         self._producer_names = 0
         self._staged_topics: set[Topic] = set()
         self._completions: list[tuple[Callable[[Any], None], Any]] = []
@@ -348,18 +357,11 @@ class Broker:
     ) -> None:
         self._commit_in_flight = False
         if error is not None:
-            # What was staged after this commit builds on it: it is lost too.
-            self.store.take_staged()
-            lost = topics | self._staged_topics
-            completions += self._completions
-            self._staged_topics, self._completions = set(), []
-            log.error("commit failed (%s); %d writes are lost and their clients are told", error, len(completions))
-            for topic in lost:
-                topic.commit_failed()
-            failure = BrokerError(ServerError.PersistenceError, f"Failed to persist: {error}")
-            for callback, _ in completions:
-                callback(failure)
+            self._commit_failed(topics, completions, error)
             return
+        if self._failed_commits:
+            log.warning("the store is writable again after %d failed commits", self._failed_commits)
+            self._failed_commits = 0
         self.stats.flushed(len(completions))
         for callback, value in completions:
             callback(value)
@@ -368,6 +370,26 @@ class Broker:
         if self._flush_after_commit or self._staged_topics or self._completions:
             self._flush_after_commit = False
             self.request_flush()
+
+    def _commit_failed(
+        self, topics: set[Topic], completions: list[tuple[Callable[[Any], None], Any]], error: BaseException
+    ) -> None:
+        """Tell the clients whose writes were lost; write the lost acknowledgements again after a pause."""
+        # What was staged after this commit builds on it: it is lost too.
+        self.store.take_staged()
+        lost = topics | self._staged_topics
+        completions += self._completions
+        self._staged_topics, self._completions = set(), []
+        self._failed_commits += 1
+        if self._failed_commits == 1:
+            log.error("commit failed (%s); its writes are lost and their clients are told, until one succeeds", error)
+        retry = {topic for topic in lost if topic.commit_failed()}
+        if retry:
+            self._staged_topics |= retry
+            self.clock.call_later(COMMIT_RETRY_SECONDS, self.request_flush)
+        failure = BrokerError(ServerError.PersistenceError, f"Failed to persist: {error}")
+        for callback, _ in completions:
+            callback(failure)
 
     def close(self) -> None:
         """Wait for the commit in flight, commit what is staged, and close the store."""

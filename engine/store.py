@@ -7,6 +7,7 @@ range reads walk one B-tree.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -48,6 +49,21 @@ CREATE TABLE IF NOT EXISTS compactions (
 CREATE TABLE IF NOT EXISTS metadata (
     kind TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, name));
 """
+
+
+class StoreFullError(OSError):
+    """The disk under the store is full: nothing more can be written until space comes back."""
+
+
+@contextlib.contextmanager
+def _full_disk_named() -> Iterator[None]:
+    """Raise SQLite's "database or disk is full" as :class:`StoreFullError`, which says what to do about it."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            raise StoreFullError(f"No space left on device for the store ({exc})") from exc
+        raise
 
 
 class StagedWrites(NamedTuple):
@@ -113,7 +129,7 @@ class Store:
 
     def next_value(self, name: str) -> int:
         """Increment and return a durable counter (starting at 1)."""
-        with self._db:
+        with _full_disk_named(), self._db:
             self._db.execute("BEGIN IMMEDIATE")
             row = self._db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
             value = (row[0] if row else 0) + 1
@@ -391,30 +407,37 @@ class Store:
 
     def write(self, staged: StagedWrites) -> None:
         """Make taken writes durable in one transaction (may run on another thread, one call at a time)."""
-        entries, cursors, sequences, ops, txn_records, txn_removals = staged
-        db = self._writer
-        db.execute("BEGIN")
-        try:
-            for topic_id, rows in entries.items():
-                _execute_rows(db, f"INSERT INTO ledger_{topic_id} VALUES", "(?, ?, ?)", ", ", rows)
-            for (topic_id, name), state in cursors.items():
-                if state is None:
-                    db.execute("DELETE FROM cursors WHERE topic_id = ? AND name = ?", (topic_id, name))
-                else:
-                    db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?, ?)", (topic_id, name, state))
-            if sequences:
-                db.executemany(
-                    "INSERT OR REPLACE INTO producer_sequences VALUES (?, ?, ?)",
-                    [(t, p, s) for (t, p), s in sequences.items()],
-                )
-            for statement, params in ops:
-                db.execute(statement, params)
-            _execute_rows(db, "INSERT INTO txn_log (tc_id, txn, record) VALUES", "(?, ?, ?)", ", ", txn_records)
-            _execute_rows(db, "DELETE FROM txn_log WHERE", "(tc_id = ? AND txn = ?)", " OR ", txn_removals)
-            db.execute("COMMIT")
-        except BaseException:
+        with _full_disk_named():
+            _write(self._writer, staged)
+
+
+def _write(db: sqlite3.Connection, staged: StagedWrites) -> None:
+    """One transaction of staged writes on ``db``."""
+    entries, cursors, sequences, ops, txn_records, txn_removals = staged
+    db.execute("BEGIN")
+    try:
+        for topic_id, rows in entries.items():
+            _execute_rows(db, f"INSERT INTO ledger_{topic_id} VALUES", "(?, ?, ?)", ", ", rows)
+        for (topic_id, name), state in cursors.items():
+            if state is None:
+                db.execute("DELETE FROM cursors WHERE topic_id = ? AND name = ?", (topic_id, name))
+            else:
+                db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?, ?)", (topic_id, name, state))
+        if sequences:
+            db.executemany(
+                "INSERT OR REPLACE INTO producer_sequences VALUES (?, ?, ?)",
+                [(t, p, s) for (t, p), s in sequences.items()],
+            )
+        for statement, params in ops:
+            db.execute(statement, params)
+        _execute_rows(db, "INSERT INTO txn_log (tc_id, txn, record) VALUES", "(?, ?, ?)", ", ", txn_records)
+        _execute_rows(db, "DELETE FROM txn_log WHERE", "(tc_id = ? AND txn = ?)", " OR ", txn_removals)
+        db.execute("COMMIT")
+    except BaseException:
+        # A failed COMMIT (a full disk) may have rolled the transaction back already.
+        if db.in_transaction:
             db.execute("ROLLBACK")
-            raise
+        raise
 
 
 def _execute_rows(

@@ -156,6 +156,8 @@ class Topic(ProducerHost):
         #: ``(namespace policy generation, deduplication on)``, so that a publish need not look the policy up.
         self._deduplication = (-1, False)
         self._dirty_cursors: set[Subscription] = set()
+        #: Cursors staged for the commit in flight: written again if it fails.
+        self._cursors_in_flight: set[Subscription] = set()
         for sub_name, state in self.store.cursors(self.topic_id).items():
             loaded = Cursor.loads(state)
             self.subscriptions[sub_name] = Subscription(self, sub_name, SubType.EXCLUSIVE, loaded, durable=True)
@@ -322,6 +324,7 @@ class Topic(ProducerHost):
     def committed(self, upto: int) -> None:
         """Staged entries up to ``upto`` became durable: make them readable and dispatch."""
         self.last_confirmed = max(self.last_confirmed, upto)
+        self._cursors_in_flight = set()
         self._persisted_sequences.update(self._sequences)
         if len(self._cache) > CACHE_ENTRIES or self._cache_bytes > CACHE_BYTES:
             drop = len(self._cache) // 4 or 1
@@ -330,13 +333,17 @@ class Topic(ProducerHost):
         for subscription in list(self.subscriptions.values()):
             subscription.dispatch()
 
-    def commit_failed(self) -> None:
-        """Staged entries were lost: forget them."""
+    def commit_failed(self) -> bool:
+        """Staged entries were lost: forget them (their producers are told). Cursors staged with them are changed
+        again, to be written by a later commit; True if there are any."""
         while self._cache and self._cache[-1].entry_id > self.last_confirmed:
             self._cache_bytes -= len(self._cache.pop().body)
         self.next_entry_id = self.last_confirmed + 1
         self._sequences = dict(self._persisted_sequences)
         self.txn_buffer.rolled_back(self.last_confirmed)
+        self._dirty_cursors |= {s for s in self._cursors_in_flight if self.subscriptions.get(s.name) is s}
+        self._cursors_in_flight = set()
+        return bool(self._dirty_cursors)
 
     # -- subscriptions -----------------------------------------------------------------------
 
@@ -405,7 +412,7 @@ class Topic(ProducerHost):
         """Write every changed cursor into the store's staging area."""
         for subscription in self._dirty_cursors:
             self.store.stage_cursor(self.topic_id, subscription.name, subscription.cursor.dumps())
-        self._dirty_cursors.clear()
+        self._cursors_in_flight, self._dirty_cursors = self._dirty_cursors, set()
 
     def close(self) -> None:
         """Disconnect every producer and consumer (topic unload or deletion)."""

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.broker import SMALL_COMMIT_BYTES, SMALL_COMMIT_ENTRIES, Broker, InlineCommits
+from engine.broker import COMMIT_RETRY_SECONDS, SMALL_COMMIT_BYTES, SMALL_COMMIT_ENTRIES, Broker, InlineCommits
 from engine.clock import ManualClock
-from engine.store import ROWS_PER_STATEMENT, Store
+from engine.store import ROWS_PER_STATEMENT, Store, StoreFullError
 from engine.topic import AccessMode, Producer
 from proxy.commits import ThreadedCommits
 from wire.framing import make_body
@@ -127,3 +128,37 @@ def test_transaction_log_records_and_removals_beyond_one_statement(tmp_path: Pat
     store.commit()
     assert store.txn_log() == [(0, 0, "open 0"), (0, 0, "partition 0")]
     store.close()
+
+
+class FailingCommits(InlineCommits):
+    """Commits inline; the first ``failures`` fail as a full disk makes them fail."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+
+    def run(self, work: Callable[[], None], done: Callable[[BaseException | None], None], small: bool) -> None:
+        if self.failures:
+            self.failures -= 1
+            done(StoreFullError("No space left on device for the store (database or disk is full)"))
+            return
+        super().run(work, done, small)
+
+
+def test_acknowledgements_a_failed_commit_lost_are_written_again(tmp_path: Path) -> None:
+    clock, commits = ManualClock(), FailingCommits(0)
+    broker = Broker(Store(tmp_path / "store.sqlite"), clock, commits=commits)
+    assert _publish(broker, clock, [b"a", b"b"]) == [0, 1]
+    topic = broker.topic(TOPIC)
+    subscription = topic.create_subscription("s", 0)
+    clock.advance(0)
+    commits.failures = 2
+    subscription.acknowledge(None, [(0, None)], cumulative=False)
+    clock.advance(0)
+    assert json.loads(broker.store.cursors(topic.topic_id)["s"])["mark_delete"] == -1
+    # Written again after a pause (not on every turn while the disk stays full), until a commit succeeds.
+    clock.advance(COMMIT_RETRY_SECONDS)
+    assert commits.failures == 0
+    assert json.loads(broker.store.cursors(topic.topic_id)["s"])["mark_delete"] == -1
+    clock.advance(COMMIT_RETRY_SECONDS)
+    assert json.loads(broker.store.cursors(topic.topic_id)["s"])["mark_delete"] == 0
+    broker.close()
