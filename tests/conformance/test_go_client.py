@@ -111,14 +111,21 @@ def test_txn_batch_ack_commit(run: Run) -> Outcome:
 
 @scenario
 def test_txn_batch_ack_abort(run: Run) -> Outcome:
-    """As txn_batch_ack_commit, the transaction aborts."""
+    """As txn_batch_ack_commit, the transaction aborts: Pulsar redelivers m-5..m-9 at once, and m-0..m-4 do not come
+    back, not even after resubscribing."""
     return _go(run, "txn_batch_ack", "abort")
 
 
 @scenario
+def test_txn_batch_ack_abort_shared(run: Run) -> Outcome:
+    """As txn_batch_ack_abort, on a Shared subscription (the abort redelivers with a redelivery count)."""
+    return _go(run, "txn_batch_ack", "abort", "Shared")
+
+
+@scenario
 def test_failover_txn_acks(run: Run) -> Outcome:
-    """Issue 19, defect 3: Failover; txn1 acks f-0 and aborts, txn2 acks f-1 and aborts; redeliveries, then
-    resubscribe: each message comes back once."""
+    """Issue 19, defect 3: Failover; txn1 acks f-0 and aborts, txn2 acks f-1 and aborts; what each abort redelivers,
+    then a negative ack of everything received, then resubscribe."""
     return _go(run, "failover_txn_acks")
 
 

@@ -183,7 +183,7 @@ func batchAfterTxn(r *run, args []string) error {
 // acknowledged in txn2, which commits, and nothing comes back, even after resubscribing.
 func txnAckAbort(r *run, args []string) error {
 	topic := arg(args, 0)
-	spec := consumerSpec{subscription: "sub", kind: subscriptionType(args, 1)}
+	spec := consumerSpec{subscription: "sub", kind: subscriptionType(args, 1, "Shared")}
 	r.obs.put("subscription_type", argOr(args, 1, "Shared"))
 	consumer, err := r.consumer(topic, spec)
 	if err != nil {
@@ -220,13 +220,13 @@ func txnAckAbort(r *run, args []string) error {
 	return resubscribe(r, topic, spec, "after_resubscribe")
 }
 
-// txnBatchAck <topic> commit|abort (issue 19, defect 2, as far as the Go client goes: it acknowledges in a
-// transaction only individually): one batch of 10 to an Exclusive consumer with batch-index acknowledgement; a
+// txnBatchAck <topic> commit|abort [Exclusive|Shared|Failover|KeyShared] (issue 19, defect 2, as far as the Go client goes: it acknowledges in a
+// transaction only individually): one batch of 10 to a consumer (Exclusive by default) with batch-index acknowledgement; a
 // transaction acknowledges m-0..m-4 one by one, then ends. What arrives without asking, then after resubscribing.
 func txnBatchAck(r *run, args []string) error {
 	topic, commit := arg(args, 0), flag(args, 1, "commit")
-	spec := exclusive
-	spec.batchIndexAck = true
+	spec := consumerSpec{subscription: "sub", kind: subscriptionType(args, 2, "Exclusive"), batchIndexAck: true}
+	r.obs.put("subscription_type", argOr(args, 2, "Exclusive"))
 	got, err := sendBatchAndReceive(r, topic, spec)
 	if err != nil {
 		return err
@@ -446,8 +446,8 @@ func flag(args []string, index int, name string) bool {
 	return index < len(args) && args[index] == name
 }
 
-func subscriptionType(args []string, index int) pulsar.SubscriptionType {
-	switch argOr(args, index, "Shared") {
+func subscriptionType(args []string, index int, fallback string) pulsar.SubscriptionType {
+	switch argOr(args, index, fallback) {
 	case "Exclusive":
 		return pulsar.Exclusive
 	case "Failover":
