@@ -7,72 +7,14 @@ become ranks, and exceptions are compared by class only (their messages are free
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from tests.conformance.framework import Outcome, Run, scenario
+from tests.conformance.harness_observations import normalise_observations as _normalise
+from tests.conformance.harness_observations import unordered as _unordered
 from tests.txn_harness import run_scenario
 
 PARTITIONS = 3
-_TXN_ID = re.compile(r"^-?\d+:\d+$")
-_POSITION = re.compile(r"^(-?\d+):(-?\d+)(?::(-?\d+))?$")
-
-
-def _normalise(obs: Any) -> Any:
-    """Txn ids to ``T<n>``, positions to ranks, exceptions to their class; timings dropped."""
-    txn_ids: dict[str, str] = {}
-    positions: set[tuple[int, int]] = set()
-
-    def collect(value: Any, in_txn: bool) -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                collect(v, in_txn or "txn" in k)
-        elif isinstance(value, list):
-            for v in value:
-                collect(v, in_txn)
-        elif isinstance(value, str):
-            if in_txn and _TXN_ID.match(value):
-                txn_ids.setdefault(value, f"T{len(txn_ids)}")
-            elif (match := _POSITION.match(value)) and not in_txn:
-                positions.add((int(match.group(1)), int(match.group(2))))
-
-    collect(obs, False)
-    ranks = {p: i for i, p in enumerate(sorted(positions))}
-
-    def replace(value: Any, in_txn: bool) -> Any:
-        if isinstance(value, dict):
-            if set(value) >= {"type", "message"}:
-                return {"error": value["type"]}
-            return {k: replace(v, in_txn or "txn" in k) for k, v in value.items()
-                    if k not in ("timing_ms", "waited_ms", "watch_waited_ms")}
-        if isinstance(value, list):
-            return [replace(v, in_txn) for v in value]
-        if isinstance(value, str):
-            if in_txn and value in txn_ids:
-                return txn_ids[value]
-            if (match := _POSITION.match(value)) and not in_txn:
-                rank = str(ranks[(int(match.group(1)), int(match.group(2)))])
-                return rank + (f".{match.group(3)}" if match.group(3) is not None else "")
-        return value
-
-    return replace(obs, False)
-
-
-def _unordered(obs: Any) -> Any:
-    """For scenarios on partitioned topics: round-robin routing starts at a random partition and a consumer merges
-    partitions as they come, so arrival order and partition are not observations; lists become sorted."""
-    if isinstance(obs, dict):
-        return {k: _unordered(v) for k, v in obs.items()}
-    if isinstance(obs, list):
-        items = [_unordered(v) for v in obs]
-        if all(isinstance(v, str) for v in items):
-            return sorted(items)
-        if all(isinstance(v, dict) and "payload" in v for v in items):
-            return sorted(({k: v for k, v in d.items() if k != "topic"} for d in items), key=lambda d: d["payload"])
-        return items
-    return obs
-
-
 def _harness(run: Run, name: str, *args: Any, ordered: bool = False, timeout: float = 90) -> Any:
     """Run a harness scenario; ``ordered`` for single-partition scenarios, whose arrival order is an observation."""
     obs = _normalise(run_scenario(run.target.service_url, name, *map(str, args), timeout=timeout))
