@@ -360,6 +360,7 @@ class PulsarConnection(protocol.Protocol):
             response=1,
             brokerServiceUrl=self.service.service_url(self),
             authoritative=True,
+            proxy_through_service_url=False,
         )
 
     # -- producers ---------------------------------------------------------------------------
@@ -395,8 +396,9 @@ class PulsarConnection(protocol.Protocol):
             "last_sequence_id": producer.topic.last_sequence_id(producer.name) if producer.topic else -1,
             "producer_ready": ready,
         }
-        if producer.schema_version is not None:
-            fields["schema_version"] = _SCHEMA_VERSION.pack(producer.schema_version)
+        # Always set, empty without a schema, as Pulsar does: the Java client 4.0.x requires the field.
+        version = producer.schema_version
+        fields["schema_version"] = b"" if version is None else _SCHEMA_VERSION.pack(version)
         self.send(T.PRODUCER_SUCCESS, **fields)
 
     def producer_ready(self, producer: Producer) -> None:
@@ -499,8 +501,7 @@ class PulsarConnection(protocol.Protocol):
             message.consumer_id = consumer.consumer_id
             message.message_id.ledgerId = ledger
             message.message_id.entryId = delivery.entry.entry_id
-            if partition >= 0:
-                message.message_id.partition = partition
+            message.message_id.partition = partition
             if delivery.redelivery_count:
                 message.redelivery_count = delivery.redelivery_count
             if delivery.unacked_mask is not None:
@@ -565,12 +566,9 @@ class PulsarConnection(protocol.Protocol):
             self._ack_response(request, None)
 
     def _ack_response(self, request: CommandAck, exc: BrokerError | None) -> None:
-        fields: dict[str, object] = {
-            "consumer_id": request.consumer_id,
-            "request_id": request.request_id,
-            "txnid_least_bits": request.txnid_least_bits,
-            "txnid_most_bits": request.txnid_most_bits,
-        }
+        fields: dict[str, object] = {"consumer_id": request.consumer_id, "request_id": request.request_id}
+        if request.HasField("txnid_most_bits") or request.HasField("txnid_least_bits"):
+            fields.update(txnid_least_bits=request.txnid_least_bits, txnid_most_bits=request.txnid_most_bits)
         if exc is not None:
             fields.update(error=exc.code, message=exc.message)
         self.send(T.ACK_RESPONSE, **fields)
@@ -732,15 +730,27 @@ class PulsarConnection(protocol.Protocol):
                 error_message=f"Consumer {request.consumer_id} not found",
             )
             return
+        from proxy.admin.topic_stats import consumer_stats  # the admin API's web stack stays off the start-up path
+
         subscription = consumer.subscription
+        stats = consumer_stats(self.broker.stats, consumer, subscription)  # type: ignore[arg-type]
+        # Every field set, as Pulsar answers: the Java client reads each of them.
         self.send(
             T.CONSUMER_STATS_RESPONSE,
             request_id=request.request_id,
+            msgRateOut=stats["msgRateOut"],
+            msgThroughputOut=stats["msgThroughputOut"],
+            msgRateRedeliver=stats["msgRateRedeliver"],
             consumerName=consumer.name,
-            availablePermits=max(consumer.permits, 0),
-            unackedMessages=len(consumer.pending),
+            availablePermits=stats["availablePermits"],
+            unackedMessages=stats["unackedMessages"],
+            blockedConsumerOnUnackedMsgs=stats["blockedConsumerOnUnackedMsgs"],
+            address=stats["address"],
+            connectedSince=stats["connectedSince"],
             type=SubType(subscription.sub_type).name.title().replace("_s", "_S"),  # type: ignore[union-attr]
+            msgRateExpired=0.0,
             msgBacklog=subscription.backlog(),  # type: ignore[union-attr]
+            messageAckRate=stats["messageAckRate"],
         )
 
 

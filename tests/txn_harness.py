@@ -3,6 +3,9 @@
 The Python client has no transaction API, so transaction tests run scenarios in a JVM:
 ``java -cp 'target/classes:target/lib/*' dev.pulsartxnproxy.Harness <serviceUrl> <scenario> [args]``
 prints one JSON line of observations. Java 17+ and Maven are required: missing tools fail, never skip.
+
+The harness is compiled against the pom's client (4.2.4); ``client_version`` runs the same classes on another client
+line's jars (``target/lib-<version>``, resolved by Maven on first use), as a user of that line would run them.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.maven import jar_classpath
+from tests.maven import jar_classpath, require
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 TARGET = JAVA_DIR / "target"
@@ -35,16 +38,39 @@ def build_harness() -> str:
     return jar_classpath(JAVA_DIR, "txn-harness")
 
 
-def run_scenario(service_url: str, name: str, *args: str, timeout: float = 60) -> dict[str, Any]:
-    """Run one scenario in a JVM and return its observations; raise with the output if it did not run."""
+def client_line_classpath(version: str) -> str:
+    """The harness's classes on the jars of Pulsar client ``version`` (resolved once into ``target/lib-<version>``)."""
     classpath = build_harness()
-    jar = Path(classpath.split(os.pathsep)[0])
-    fresh = CDS_ARCHIVE.exists() and CDS_ARCHIVE.stat().st_mtime >= jar.stat().st_mtime
-    if not fresh:
-        CDS_ARCHIVE.unlink(missing_ok=True)
-    cds = "SharedArchiveFile" if fresh else "ArchiveClassesAtExit"
+    lib = TARGET / f"lib-{version}"
+    if not (lib / f"pulsar-client-{version}.jar").exists():
+        result = subprocess.run(
+            [require("mvn", str(JAVA_DIR)), "-q", "-B", "dependency:copy-dependencies", f"-Dpulsar.version={version}",
+             "-DincludeScope=runtime", f"-DoutputDirectory={lib}"],
+            cwd=JAVA_DIR, capture_output=True, text=True, timeout=900, check=False,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"resolving pulsar-client {version} failed:\n{result.stdout}\n{result.stderr}")
+    return os.pathsep.join([classpath.split(os.pathsep)[0], str(lib / "*")])
+
+
+def run_scenario(
+    service_url: str, name: str, *args: str, timeout: float = 60, client_version: str | None = None
+) -> dict[str, Any]:
+    """Run one scenario in a JVM and return its observations; raise with the output if it did not run.
+
+    ``client_version``: on that Pulsar client line's jars instead of the pom's (no class-data sharing archive).
+    """
+    if client_version is None:
+        classpath = build_harness()
+        jar = Path(classpath.split(os.pathsep)[0])
+        fresh = CDS_ARCHIVE.exists() and CDS_ARCHIVE.stat().st_mtime >= jar.stat().st_mtime
+        if not fresh:
+            CDS_ARCHIVE.unlink(missing_ok=True)
+        cds = [f"-XX:{'SharedArchiveFile' if fresh else 'ArchiveClassesAtExit'}={CDS_ARCHIVE}"]
+    else:
+        classpath, cds = client_line_classpath(client_version), []
     command = [
-        "java", *JVM_OPTIONS, f"-XX:{cds}={CDS_ARCHIVE}", "-cp", classpath, MAIN_CLASS,
+        "java", *JVM_OPTIONS, *cds, "-cp", classpath, MAIN_CLASS,
         service_url, name, *map(str, args),
     ]
     try:

@@ -48,14 +48,11 @@ class ReceiptEncoder:
     def encode(
         self, producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int | None
     ) -> bytes:
-        """The frame of one receipt; ``highest_sequence_id`` only for a producer that sent one."""
+        """The frame of one receipt; ``highest_sequence_id`` is -1 for a SEND that gave none, as Pulsar answers."""
         receipt = self._receipt
         receipt.producer_id = producer_id
         receipt.sequence_id = sequence_id
         self._message_id.ledgerId = ledger_id
         self._message_id.entryId = entry_id
-        if highest_sequence_id is None:
-            receipt.ClearField("highest_sequence_id")
-        else:
-            receipt.highest_sequence_id = highest_sequence_id
+        receipt.highest_sequence_id = NO_ID if highest_sequence_id is None else highest_sequence_id
         return encode_command(self._command)

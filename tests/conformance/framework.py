@@ -49,6 +49,14 @@ KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
         ),
         "txn6_commit_error": "follows from txn6_ack_first: a transaction with a failed ack cannot commit",
     },
+    "response_fields.fields_of_answers": {
+        "connect_features": (
+            "CONNECTED's feature flags announce what the broker supports; this endpoint announces none until it has "
+            "them: topic-list watchers (WATCH_TOPIC_LIST) and partitioned metadata without auto-creation are not "
+            "built yet (issue 23), and a client told of them would use them."
+        ),
+        "topics_hash": "the hash of a topic list is what topic-list watchers compare; it comes with them (issue 23)",
+    },
     **{
         f"go_client.{name}": {
             "after_end": (
