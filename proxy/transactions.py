@@ -10,6 +10,7 @@ from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.subscription import Consumer
 from engine.transactions import TxnAction, TxnId, TxnStatus
+from wire.message_id import MessageId
 from wire.pulsar_api_pb2 import BaseCommand, CommandAck, ServerError
 
 if TYPE_CHECKING:
@@ -208,15 +209,17 @@ def transactional_ack(connection: PulsarConnection, consumer: Consumer | None, r
     try:
         connection.broker.coordinators.require_open(txn)
         acks = []
-        for mid in request.message_id:
-            if mid.ledgerId != topic.ledger_id:
+        for mid in map(MessageId.from_proto, request.message_id):
+            if mid.ledger != topic.ledger_id or mid.entry > topic.last_confirmed:
                 continue
-            mask = words_to_mask(list(mid.ack_set)) if len(mid.ack_set) else None
-            size = mid.batch_size if mid.batch_size > 0 else 0
+            # An id before the first entry (-1) stays: the pending ack refuses it as already acknowledged, as Pulsar.
+            entry = mid.entry
+            mask = words_to_mask(list(mid.ack_set)) if mid.ack_set else None
+            size = mid.batch_size
             if mask is not None and size == 0:
-                entries = topic.read_ids([mid.entryId])
+                entries = topic.read_ids([entry])
                 size = entries[0].num_messages if entries else mask.bit_length()
-            acks.append((mid.entryId, mask, size))
+            acks.append((entry, mask, size))
         subscription.pending_ack.acknowledge(txn, consumer, acks, cumulative=request.ack_type == CommandAck.Cumulative)
     except BrokerError as exc:
         connection.ack_response(request, exc)
