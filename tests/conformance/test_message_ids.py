@@ -370,3 +370,27 @@ def test_admin_skip_examine_and_get_by_id(run: Run) -> Outcome:
     }.items():
         outcome[f"get {label}"] = _message_by_id(run, path, ledger_id, entry)
     return outcome
+
+
+@scenario
+def test_admin_create_subscription_at_crafted_ids(run: Run) -> Outcome:
+    """``PUT .../subscription/{sub}`` with a message id body before the first entry, inside a batch, beyond the end
+    and of other ledgers; what a consumer gets, also after more messages."""
+    client = run.client()
+    topic, ledger = _mixed_topic(run, client)
+    path = _admin_path(run, topic)
+    bodies: dict[str, dict[str, Any]] = {
+        "entry_minus_1": {"ledgerId": ledger, "entryId": -1},
+        "second_batch_index_2": {"ledgerId": ledger, "entryId": 1, "batchIndex": 2},
+        "single_entry": {"ledgerId": ledger, "entryId": 2},
+        "beyond_end": {"ledgerId": ledger, "entryId": 9},
+        "lower_ledger": {"ledgerId": ledger - 1, "entryId": 2},
+        "higher_ledger": {"ledgerId": ledger + 1000, "entryId": 0},
+    }
+    outcome: Outcome = {}
+    for label, body in bodies.items():
+        outcome[label] = {"status": run.admin("PUT", f"{path}/subscription/sub-{label}", body).status}
+    _singles(client, topic, ["s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11"])
+    for label in bodies:
+        outcome[label]["then"] = _resubscribe_and_drain(client, topic, f"sub-{label}")
+    return outcome
