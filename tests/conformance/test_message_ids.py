@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pulsar
@@ -143,17 +144,24 @@ def test_acknowledge_crafted_ids(run: Run) -> Outcome:
     client = run.client()
     topic, ledger = _mixed_topic(run, client)
     outcome: Outcome = {}
-    for cumulative in (False, True):
-        for label, target in _crafted(ledger).items():
-            if label in ("earliest", "latest"):
-                continue
-            sub = f"{'cumulative' if cumulative else 'individual'}-{label}"
-            consumer = client.subscribe(topic, sub, initial_position=Earliest)
-            ack = consumer.acknowledge_cumulative if cumulative else consumer.acknowledge
-            result = Run.attempt(lambda ack=ack, target=target: ack(target))
-            consumer.close()
-            got = _resubscribe_and_drain(client, topic, sub)
-            outcome[sub] = result if "error" in result else got
+
+    def acknowledge(sub: str, cumulative: bool, target: pulsar.MessageId) -> Any:
+        consumer = client.subscribe(topic, sub, initial_position=Earliest)
+        ack = consumer.acknowledge_cumulative if cumulative else consumer.acknowledge
+        result = Run.attempt(lambda: ack(target))
+        consumer.close()
+        got = _resubscribe_and_drain(client, topic, sub)
+        return result if "error" in result else got
+
+    with ThreadPoolExecutor(8) as pool:
+        acked = {
+            sub: pool.submit(acknowledge, sub, cumulative, target)
+            for cumulative in (False, True)
+            for label, target in _crafted(ledger).items()
+            if label not in ("earliest", "latest")
+            for sub in [f"{'cumulative' if cumulative else 'individual'}-{label}"]
+        }
+        outcome.update({sub: future.result() for sub, future in acked.items()})
     _singles(client, topic, ["s4", "s5", "s6", "s7", "s8"])
     for cumulative in (False, True):
         sub = f"{'cumulative' if cumulative else 'individual'}-beyond_end"
@@ -168,16 +176,22 @@ def test_seek_to_crafted_ids(run: Run) -> Outcome:
     client = run.client()
     topic, ledger = _mixed_topic(run, client)
     outcome: Outcome = {}
-    for inclusive in (False, True):
+
+    def seeks(inclusive: bool) -> Outcome:
         consumer = client.subscribe(
             topic, f"sub-{inclusive}", initial_position=Earliest, start_message_id_inclusive=inclusive
         )
         receive_n(consumer, 12)
+        seen: Outcome = {}
         for label, target in _crafted(ledger).items():
-            result = Run.attempt(lambda target=target, consumer=consumer: consumer.seek(target))
-            key = f"{label} inclusive={inclusive}"
-            outcome[key] = result if "error" in result else texts(drain(consumer, QUIET_MS))
+            result = Run.attempt(lambda target=target: consumer.seek(target))
+            seen[f"{label} inclusive={inclusive}"] = result if "error" in result else texts(drain(consumer, QUIET_MS))
         consumer.close()
+        return seen
+
+    with ThreadPoolExecutor(2) as pool:
+        for seen in pool.map(seeks, (False, True)):
+            outcome.update(seen)
     beyond = client.subscribe(topic, "beyond", initial_position=Earliest)
     beyond.seek(_crafted(ledger)["beyond_end"])
     higher = client.subscribe(topic, "higher", initial_position=Earliest)
@@ -201,12 +215,17 @@ def test_readers_at_crafted_ids(run: Run) -> Outcome:
             readers[f"{label} inclusive={inclusive}"] = client.create_reader(
                 topic, target, start_message_id_inclusive=inclusive
             )
-    for key, reader in readers.items():
-        outcome[key] = texts(drain(reader, QUIET_MS))
+    outcome.update(_drain_all(readers))
     _singles(client, topic, ["s4", "s5", "s6", "s7", "s8"])
-    for key, reader in readers.items():
-        outcome[f"{key} then"] = texts(drain(reader, QUIET_MS))
+    outcome.update({f"{key} then": got for key, got in _drain_all(readers).items()})
     return outcome
+
+
+def _drain_all(readers: dict[str, pulsar.Reader]) -> dict[str, list[str]]:
+    """What each reader gets, drained side by side (each until it is quiet)."""
+    with ThreadPoolExecutor(len(readers)) as pool:
+        drained = {key: pool.submit(drain, reader, QUIET_MS) for key, reader in readers.items()}
+        return {key: texts(future.result()) for key, future in drained.items()}
 
 
 @scenario
