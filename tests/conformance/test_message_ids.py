@@ -16,6 +16,7 @@ from typing import Any
 import pulsar
 
 from tests.conformance.framework import Outcome, Run, drain, receive_n, scenario, texts
+from tests.txn_harness import run_scenario
 
 Earliest = pulsar.InitialPosition.Earliest
 #: How long a drain waits for one more message once the backlog is expected to be in the receiver queue.
@@ -413,3 +414,11 @@ def test_admin_create_subscription_at_crafted_ids(run: Run) -> Outcome:
     for label in bodies:
         outcome[label]["then"] = _resubscribe_and_drain(client, topic, f"sub-{label}")
     return outcome
+
+
+@scenario
+def test_java_client_acks_seeks_and_readers(run: Run) -> Outcome:
+    """The official Java client (tests/java, ``MessageIdScenarios``): cumulative acks inside batches (entry -1 for the
+    first batch), batch-index acks, seeks to entry -1 and into a batch, readers started there."""
+    observed = run_scenario(run.target.service_url, "message_ids", run.topic("t"), timeout=120)
+    return {k: v for k, v in observed.items() if k != "timing_ms"}
