@@ -209,18 +209,23 @@ def transactional_ack(connection: PulsarConnection, consumer: Consumer | None, r
     try:
         connection.broker.coordinators.require_open(txn)
         acks = []
+        cumulative = request.ack_type == CommandAck.Cumulative
         for mid in map(MessageId.from_proto, request.message_id):
-            if mid.ledger != topic.ledger_id or mid.entry > topic.last_confirmed:
+            if mid.ledger > topic.ledger_id or (cumulative and mid.entry > topic.last_confirmed):
+                # As Pulsar: accepted, and committing it acknowledges nothing. (An individual ack of an entry not
+                # written yet is held, and committed it acknowledges that entry once written.)
                 continue
-            # An id before the first entry (-1) stays: the pending ack refuses it as already acknowledged, as Pulsar.
-            entry = mid.entry
+            # Before the first entry (entry -1, an earlier ledger): the pending ack refuses it as acknowledged already,
+            # as Pulsar does.
+            entry = mid.entry if mid.ledger == topic.ledger_id else -1
             mask = words_to_mask(list(mid.ack_set)) if mid.ack_set else None
             size = mid.batch_size
             if mask is not None and size == 0:
                 entries = topic.read_ids([entry])
                 size = entries[0].num_messages if entries else mask.bit_length()
             acks.append((entry, mask, size))
-        subscription.pending_ack.acknowledge(txn, consumer, acks, cumulative=request.ack_type == CommandAck.Cumulative)
+        if acks:
+            subscription.pending_ack.acknowledge(txn, consumer, acks, cumulative=cumulative)
     except BrokerError as exc:
         connection.ack_response(request, exc)
         return

@@ -16,7 +16,12 @@ from typing import Any
 import pulsar
 
 from tests.conformance.framework import Outcome, Run, drain, receive_n, scenario, texts
+from tests.test_bad_input import RawConnection
+from tests.test_txn_bad_input import _add_subscription, _end, _open, _tc_connect, _txn_fields, rid
 from tests.txn_harness import run_scenario
+from wire.pulsar_api_pb2 import BaseCommand, CommandAck, CommandSubscribe, ServerError, TxnAction
+
+T = BaseCommand
 
 Earliest = pulsar.InitialPosition.Earliest
 #: How long a drain waits for one more message once the backlog is expected to be in the receiver queue.
@@ -422,3 +427,53 @@ def test_java_client_acks_seeks_and_readers(run: Run) -> Outcome:
     first batch), batch-index acks, seeks to entry -1 and into a batch, readers started there."""
     observed = run_scenario(run.target.service_url, "message_ids", run.topic("t"), timeout=120)
     return {k: v for k, v in observed.items() if k != "timing_ms"}
+
+
+@scenario
+def test_transactional_acks_of_crafted_ids(run: Run) -> Outcome:
+    """Transactional ACKs (raw protocol, each in a transaction then committed) of ids before the first entry, of
+    other ledgers and beyond the end: the error each ACK_RESPONSE carries, and what a consumer gets afterwards."""
+    client = run.client()
+    topic = run.topic("t")
+    _singles(client, topic, ["s0", "s1", "s2"])
+    ledger = _ledger(client, topic)
+    port = int(run.target.service_url.rsplit(":", 1)[1])
+    conn = RawConnection(port)
+    try:
+        conn.handshake()
+        _tc_connect(conn, 0)
+        _raw_request(conn, T.SUBSCRIBE, T.SUCCESS, topic=topic, subscription="sub", subType=0, consumer_id=1,
+                     initialPosition=CommandSubscribe.Earliest)
+        outcome: Outcome = {}
+        for label, ack_type, ledger_id, entry in (
+            ("individual entry -1", CommandAck.Individual, ledger, -1),
+            ("cumulative entry -1", CommandAck.Cumulative, ledger, -1),
+            ("individual entry -2", CommandAck.Individual, ledger, -2),
+            ("individual lower ledger", CommandAck.Individual, ledger - 1, 1),
+            ("cumulative lower ledger", CommandAck.Cumulative, ledger - 1, 1),
+            ("individual beyond end", CommandAck.Individual, ledger, 9),
+            ("cumulative beyond end", CommandAck.Cumulative, ledger, 9),
+            ("cumulative higher ledger", CommandAck.Cumulative, ledger + 1000, 0),
+        ):
+            txn = _open(conn)
+            _add_subscription(conn, txn, topic)
+            mid = {"ledgerId": ledger_id % 2**64, "entryId": entry % 2**64}  # as a Java client writes a long
+            response = _raw_request(conn, T.ACK, T.ACK_RESPONSE, consumer_id=1, ack_type=ack_type, message_id=[mid],
+                                    **_txn_fields(txn)).ackResponse
+            outcome[label] = ServerError.Name(response.error) if response.HasField("error") else "ok"
+            outcome[f"{label} commit"] = _end(conn, txn, TxnAction.COMMIT).HasField("error")
+        _raw_request(conn, T.CLOSE_CONSUMER, T.SUCCESS, consumer_id=1)
+    finally:
+        conn.close()
+    _singles(client, topic, [f"s{i}" for i in range(3, 11)])
+    outcome["then"] = _resubscribe_and_drain(client, topic, "sub")
+    return outcome
+
+
+def _raw_request(conn: RawConnection, kind: int, answer: int, **fields: Any) -> BaseCommand:
+    """Send a request with a fresh request id; its answer (other frames in between are skipped)."""
+    conn.send(kind, request_id=rid(), **fields)
+    while True:
+        command = conn.read().command
+        if command.type == answer:
+            return command
