@@ -619,7 +619,9 @@ class PulsarConnection(protocol.Protocol):
             last_id = MessageId(topic.ledger_id, last.entry_id, partition, batch_index)
         mark_delete = subscription.cursor.mark_delete  # type: ignore[union-attr]
         response = make(T.GET_LAST_MESSAGE_ID_RESPONSE, request_id=request.request_id)
-        last_id.to_proto(response.getLastMessageIdResponse.last_message_id)
+        written = last_id.to_proto(response.getLastMessageIdResponse.last_message_id)
+        # As Pulsar: the partition and batch index of the last message id are written even when they are -1.
+        written.partition, written.batch_index = last_id.partition, last_id.batch_index
         MessageId(topic.ledger_id, max(mark_delete, -1)).to_proto(
             response.getLastMessageIdResponse.consumer_mark_delete_position
         )

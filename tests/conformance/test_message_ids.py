@@ -477,3 +477,33 @@ def _raw_request(conn: RawConnection, kind: int, answer: int, **fields: Any) -> 
         command = conn.read().command
         if command.type == answer:
             return command
+
+
+@scenario
+def test_get_last_message_id_on_the_wire(run: Run) -> Outcome:
+    """GET_LAST_MESSAGE_ID_RESPONSE field by field (raw protocol): an empty topic, then a batch entry; ledger ids
+    are shown as "ledger" when they are the topic's."""
+    client = run.client()
+    topic = run.topic("t")
+    port = int(run.target.service_url.rsplit(":", 1)[1])
+    conn = RawConnection(port)
+    outcome: Outcome = {}
+    try:
+        conn.handshake()
+        _raw_request(conn, T.SUBSCRIBE, T.SUCCESS, topic=topic, subscription="sub", subType=0, consumer_id=1,
+                     initialPosition=CommandSubscribe.Earliest)
+        raw_empty = _raw_request(conn, T.GET_LAST_MESSAGE_ID, T.GET_LAST_MESSAGE_ID_RESPONSE, consumer_id=1)
+        _batched(client, topic, 1, 3)
+        raw_batch = _raw_request(conn, T.GET_LAST_MESSAGE_ID, T.GET_LAST_MESSAGE_ID_RESPONSE, consumer_id=1)
+    finally:
+        conn.close()
+    ledger = _ledger(client, topic)
+    for label, command in (("empty", raw_empty), ("batch", raw_batch)):
+        response = command.getLastMessageIdResponse
+        for field in ("last_message_id", "consumer_mark_delete_position"):
+            mid = getattr(response, field)
+            outcome[f"{label} {field}"] = {
+                name: "ledger" if name == "ledgerId" and value == ledger else value
+                for name, value in ((f.name, v) for f, v in mid.ListFields())
+            }
+    return outcome
