@@ -3,8 +3,8 @@ fields.
 
 Pulsar's brokers and clients treat ledger and entry ids as Java ``long``s; the unsigned protobuf fields carry their
 two's complement. So -1 (``MessageId.earliest``, or "the entry before the first" that a client acknowledges
-cumulatively before a batch) arrives as 2^64-1. :class:`MessageId` holds the signed values; the conversion to and
-from the wire is :func:`signed64` / :func:`unsigned64`, used nowhere else.
+cumulatively before a batch) arrives as 2^64-1. :class:`MessageId` holds the signed values; :func:`signed64` and
+:func:`unsigned64` are the only conversions between the two forms.
 """
 
 from __future__ import annotations
