@@ -22,9 +22,13 @@ _U64 = 1 << 64
 
 def signed64(raw: int) -> int:
     """A uint64 wire value as the Java ``long`` it carries."""
-    if not 0 <= raw < _U64:
+    if raw > INT64_MAX:
+        if raw >= _U64:
+            raise ValueError(f"{raw} is not a uint64")
+        return raw - _U64
+    if raw < 0:
         raise ValueError(f"{raw} is not a uint64")
-    return raw - _U64 if raw > INT64_MAX else raw
+    return raw
 
 
 def unsigned64(value: int) -> int:
@@ -64,14 +68,16 @@ class MessageId(NamedTuple):
     @classmethod
     def from_proto(cls, data: MessageIdData) -> MessageId:
         """Read a ``MessageIdData`` (protobuf has already bounded every field to its wire type)."""
-        return cls(
+        ack_set = data.ack_set
+        fields = (
             signed64(data.ledgerId),
             signed64(data.entryId),
             data.partition,
             data.batch_index,
             max(data.batch_size, 0),
-            tuple(data.ack_set),
+            tuple(ack_set) if ack_set else (),
         )
+        return _new(cls, fields)  # NamedTuple's generated __new__ costs a third of a decode on the ACK path
 
     def to_proto(self, target: MessageIdData | None = None) -> MessageIdData:
         """Write into ``target`` (or a new ``MessageIdData``); defaults are left unset."""
@@ -116,5 +122,6 @@ class MessageId(NamedTuple):
         return (self.ledger, self.entry) == (INT64_MAX, INT64_MAX)
 
 
+_new = tuple.__new__
 EARLIEST = MessageId(-1, -1)
 LATEST = MessageId(INT64_MAX, INT64_MAX)
