@@ -110,7 +110,7 @@ def test_stored_entry(mid: MessageId, stored: int | None) -> None:
         (MessageId(10, -1), 2),  # before the first entry: the first entry
         (MessageId(10, 0), 2),  # trimmed away: the first entry still stored
         (MessageId(10, 3), 3),
-        (MessageId(10, 9), 9),  # beyond the end: the entry itself, as Pulsar's readers and seeks
+        (MessageId(10, 9), 5),  # beyond the end: the end
         (MessageId(9, 7), 2),  # an earlier ledger: the first entry
         (MessageId(11, 0), 5),  # a later ledger: the end
     ],

@@ -103,13 +103,13 @@ class MessageId(NamedTuple):
 
     def start_entry(self, ledger: int, first_entry: int, end_entry: int) -> int:
         """Where reading from this id starts in a log whose only ledger is ``ledger``, whose first entry is
-        ``first_entry`` and whose next entry is ``end_entry``: ids of earlier ledgers and before the first entry start
-        at the first entry, ids of later ledgers at the end; an id beyond the end of ``ledger`` keeps its entry."""
-        if self.is_latest or self.ledger > ledger:
+        ``first_entry`` and whose next entry is ``end_entry``: as Pulsar's cursors, ids of earlier ledgers and before
+        the first entry start at the first entry, ids of later ledgers and beyond the end at the end."""
+        if self.ledger > ledger:
             return end_entry
         if self.ledger < ledger:
             return first_entry
-        return max(self.entry, first_entry)
+        return min(max(self.entry, first_entry), end_entry)
 
     @property
     def is_earliest(self) -> bool:

@@ -147,8 +147,7 @@ def next_entry_of(topic: Topic, position: Any) -> int:
     mid = message_id_of(position)
     if isinstance(position, dict) and position.get("excluded", position.get("isExcluded", False)):
         mid = mid._replace(entry=mid.entry + 1)
-    end = topic.read_limit + 1
-    return min(mid.start_entry(topic.ledger_id, topic.first_entry_id(), end), end)
+    return mid.start_entry(topic.ledger_id, topic.first_entry_id(), topic.read_limit + 1)
 
 
 def _ack_before_index(sub: Subscription, entry_id: int, batch_index: int) -> None:

@@ -205,7 +205,15 @@ def test_seek_to_crafted_ids(run: Run) -> Outcome:
     _singles(client, topic, ["s4", "s5", "s6", "s7", "s8"])
     outcome["beyond_end then"] = texts(drain(beyond, QUIET_MS))
     outcome["higher_ledger then"] = texts(drain(higher, QUIET_MS))
+    outcome["beyond_end backlog"] = _backlog(run, topic, "beyond")
+    beyond.close()
+    outcome["beyond_end new consumer"] = _resubscribe_and_drain(client, topic, "beyond")
     return outcome
+
+
+def _backlog(run: Run, topic: str, sub: str) -> Any:
+    stats = run.admin("GET", _admin_path(run, topic) + "/stats").body
+    return stats["subscriptions"][sub]["msgBacklog"]
 
 
 @scenario
