@@ -34,7 +34,7 @@ from wire.framing import (
     encode_payload_command,
     parse_body,
 )
-from wire.message_id import MessageId
+from wire.message_id import MessageId, unsigned64
 from wire.pulsar_api_pb2 import (
     BaseCommand,
     CommandAck,
@@ -455,7 +455,7 @@ class PulsarConnection(protocol.Protocol):
             )
             return
         if result == DUPLICATE:
-            ledger = entry = NO_ID
+            ledger = entry = unsigned64(-1)
         else:
             ledger, entry = producer.topic.ledger_id, result  # type: ignore[union-attr]
         self.write(self._receipts.encode(producer.producer_id, sequence_id, ledger, entry, highest))
@@ -553,12 +553,13 @@ class PulsarConnection(protocol.Protocol):
             log.info("[%s] ACK for unknown consumer %d", self.peer, request.consumer_id)
             return
         subscription = consumer.subscription
-        ledger = subscription.topic.ledger_id  # type: ignore[union-attr]
-        acks = [
-            (mid.entryId, words_to_mask(list(mid.ack_set)) if len(mid.ack_set) else None)
-            for mid in request.message_id
-            if mid.ledgerId == ledger
-        ]
+        topic = subscription.topic  # type: ignore[union-attr]
+        acks = []
+        for mid in map(MessageId.from_proto, request.message_id):
+            # As Pulsar: ids before the first entry, beyond the last one or of another ledger acknowledge nothing.
+            entry = mid.stored_entry(topic.ledger_id, topic.last_confirmed)
+            if entry is not None:
+                acks.append((entry, words_to_mask(list(mid.ack_set)) if mid.ack_set else None))
         subscription.acknowledge(  # type: ignore[union-attr]
             consumer, acks, cumulative=request.ack_type == CommandAck.Cumulative
         )
@@ -585,7 +586,10 @@ class PulsarConnection(protocol.Protocol):
             return
         if request.HasField("consumer_epoch"):
             consumer.epoch = max(consumer.epoch or 0, request.consumer_epoch)
-        ids = [mid.entryId for mid in request.message_ids] if len(request.message_ids) else None
+        ids = None
+        if len(request.message_ids):
+            ledger = consumer.subscription.topic.ledger_id  # type: ignore[union-attr]
+            ids = [mid.entry for mid in map(MessageId.from_proto, request.message_ids) if mid.ledger == ledger]
         consumer.subscription.redeliver(consumer, ids)  # type: ignore[union-attr]
 
     def _on_unsubscribe(self, command: BaseCommand, body: bytes | None) -> None:
@@ -644,14 +648,16 @@ class PulsarConnection(protocol.Protocol):
             last = compaction.last()
         partition = topic.name.partition_index
         if last is None:
-            last_id = MessageId(NO_ID, NO_ID, partition)
+            last_id = MessageId(-1, -1, partition)
         else:
             batch_index = last.num_messages - 1 if last.is_batch else -1
             last_id = MessageId(topic.ledger_id, last.entry_id, partition, batch_index)
         mark_delete = subscription.cursor.mark_delete  # type: ignore[union-attr]
         response = make(T.GET_LAST_MESSAGE_ID_RESPONSE, request_id=request.request_id)
-        last_id.to_proto(response.getLastMessageIdResponse.last_message_id)
-        MessageId(topic.ledger_id, NO_ID if mark_delete < 0 else mark_delete).to_proto(
+        written = last_id.to_proto(response.getLastMessageIdResponse.last_message_id)
+        # As Pulsar: the partition and batch index of the last message id are written even when they are -1.
+        written.partition, written.batch_index = last_id.partition, last_id.batch_index
+        MessageId(topic.ledger_id, max(mark_delete, -1)).to_proto(
             response.getLastMessageIdResponse.consumer_mark_delete_position
         )
         self.write(encode_command(response))

@@ -187,16 +187,10 @@ class BrokerService:
 
     @staticmethod
     def _reader_start(topic: Any, start: MessageId) -> int | None:
-        """First entry a reader gets: ``start`` itself (the client drops what it must not see)."""
-        if start.is_earliest:
-            return topic.first_entry_id()
+        """First entry a reader gets: ``start`` itself (the client drops what it must not see); None at latest."""
         if start.is_latest:
             return None
-        if start.ledger < topic.ledger_id:
-            return topic.first_entry_id()
-        if start.ledger > topic.ledger_id:
-            return topic.read_limit + 1
-        return start.entry
+        return start.start_entry(topic.ledger_id, topic.first_entry_id(), topic.read_limit + 1)
 
     def unsubscribe(self, consumer: Consumer, force: bool) -> None:
         """Delete the consumer's subscription (only its last consumer may, unless forced)."""
@@ -222,12 +216,7 @@ class BrokerService:
             entry = topic.entry_at_time(request.message_publish_time)
         else:
             target = MessageId.from_proto(request.message_id)
-            if target.is_earliest or target.ledger < topic.ledger_id:
-                entry = topic.first_entry_id()
-            elif target.is_latest or target.ledger > topic.ledger_id:
-                entry = topic.read_limit + 1
-            else:
-                entry = target.entry
+            entry = target.start_entry(topic.ledger_id, topic.first_entry_id(), topic.read_limit + 1)
         subscription.reset(entry)
         subscription.close_consumers()
 

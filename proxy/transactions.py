@@ -10,6 +10,7 @@ from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.subscription import Consumer
 from engine.transactions import TxnAction, TxnId, TxnStatus
+from wire.message_id import MessageId
 from wire.pulsar_api_pb2 import BaseCommand, CommandAck, ServerError
 
 if TYPE_CHECKING:
@@ -208,16 +209,23 @@ def transactional_ack(connection: PulsarConnection, consumer: Consumer | None, r
     try:
         connection.broker.coordinators.require_open(txn)
         acks = []
-        for mid in request.message_id:
-            if mid.ledgerId != topic.ledger_id:
+        cumulative = request.ack_type == CommandAck.Cumulative
+        for mid in map(MessageId.from_proto, request.message_id):
+            if mid.ledger > topic.ledger_id or (cumulative and mid.entry > topic.last_confirmed):
+                # As Pulsar: accepted, and committing it acknowledges nothing. (An individual ack of an entry not
+                # written yet is held, and committed it acknowledges that entry once written.)
                 continue
-            mask = words_to_mask(list(mid.ack_set)) if len(mid.ack_set) else None
-            size = mid.batch_size if mid.batch_size > 0 else 0
+            # Before the first entry (entry -1, an earlier ledger): the pending ack refuses it as acknowledged already,
+            # as Pulsar does.
+            entry = mid.entry if mid.ledger == topic.ledger_id else -1
+            mask = words_to_mask(list(mid.ack_set)) if mid.ack_set else None
+            size = mid.batch_size
             if mask is not None and size == 0:
-                entries = topic.read_ids([mid.entryId])
+                entries = topic.read_ids([entry])
                 size = entries[0].num_messages if entries else mask.bit_length()
-            acks.append((mid.entryId, mask, size))
-        subscription.pending_ack.acknowledge(txn, consumer, acks, cumulative=request.ack_type == CommandAck.Cumulative)
+            acks.append((entry, mask, size))
+        if acks:
+            subscription.pending_ack.acknowledge(txn, consumer, acks, cumulative=cumulative)
     except BrokerError as exc:
         connection.ack_response(request, exc)
         return

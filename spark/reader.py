@@ -24,8 +24,10 @@ from google.protobuf.message import DecodeError
 from spark.protocol import Client, Connection, PulsarError, TopicNotFoundError, full_topic_name, split_partition
 from wire import compression
 from wire.batch import split_batch
-from wire.commands import NO_ID, make
+from wire.commands import make
 from wire.framing import parse_body
+from wire.message_id import EARLIEST as EARLIEST_ID
+from wire.message_id import LATEST, MessageId
 from wire.pulsar_api_pb2 import (
     BaseCommand,
     CommandSubscribe,
@@ -56,11 +58,10 @@ class Position(NamedTuple):
     index: int
 
     @classmethod
-    def from_message_id(cls, mid: MessageIdData | Any) -> Position:
-        """From a ``MessageIdData`` (or anything with ``ledgerId``/``entryId``/``batch_index``)."""
-        ledger = -1 if mid.ledgerId == NO_ID else mid.ledgerId
-        entry = -1 if mid.entryId == NO_ID else mid.entryId
-        return cls(ledger, entry, max(mid.batch_index, 0))
+    def from_message_id(cls, mid: MessageIdData) -> Position:
+        """From a ``MessageIdData``: signed ledger and entry ids, as Pulsar reads them (entry -1: before the first)."""
+        signed = MessageId.from_proto(mid)
+        return cls(signed.ledger, signed.entry, max(signed.batch_index, 0))
 
     def before(self) -> Position:
         """The position just before this message (reading after it starts at this message)."""
@@ -300,12 +301,13 @@ class _Subscription:
         self.consumer_id = client.next_id()
         self.conn.messages[self.consumer_id] = self.queue = deque()
         if start is None:  # no reading: only metadata requests
-            start_id = {"ledgerId": (1 << 63) - 1, "entryId": (1 << 63) - 1}
+            start_id = LATEST
         elif start.ledger < 0:
-            start_id = {"ledgerId": NO_ID, "entryId": NO_ID}
+            start_id = EARLIEST_ID
         else:
-            # With a batch index set, Pulsar starts at the entry itself; the reader drops what it has seen.
-            start_id = {"ledgerId": start.ledger, "entryId": start.entry, "batch_index": max(start.index, 0)}
+            # With a batch index set, Pulsar starts at the entry itself; the reader drops what it has seen. An entry
+            # of -1 (before the ledger's first entry) starts at its first entry.
+            start_id = MessageId(start.ledger, start.entry, batch_index=max(start.index, 0))
         self.conn.request(
             T.SUBSCRIBE,
             topic=self.topic,
@@ -314,7 +316,7 @@ class _Subscription:
             consumer_id=self.consumer_id,
             consumer_name="",
             durable=False,
-            start_message_id=start_id,
+            start_message_id=start_id.to_proto(),
             initialPosition=CommandSubscribe.Earliest,
             force_topic_creation=False,
         )
@@ -403,9 +405,10 @@ class PartitionReader:
                 if credit >= RECEIVER_QUEUE // 2:
                     sub.flow(credit)
                     credit = 0
+                delivered = MessageId.from_proto(command.message_id)
+                ledger, entry = delivered.ledger, delivered.entry
                 if not message.checksum_ok:
-                    raise PulsarError(f"{self.topic}: checksum mismatch in entry {command.message_id.entryId}")
-                ledger, entry = command.message_id.ledgerId, command.message_id.entryId
+                    raise PulsarError(f"{self.topic}: checksum mismatch in entry {entry}")
                 last = Position(ledger, entry, count - 1)
                 if last <= after:
                     continue

@@ -57,6 +57,7 @@ from spark.protocol import (
 from wire.batch import build_batch
 from wire.commands import make
 from wire.framing import make_body
+from wire.message_id import MessageId
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata, SingleMessageMetadata, TxnAction
 
 __all__ = [
@@ -100,15 +101,6 @@ class TxnId(NamedTuple):
 
     def __str__(self) -> str:
         return f"({self.most},{self.least})"
-
-
-class MessageId(NamedTuple):
-    """Where a message was stored: ``(ledger, entry, partition, batch_index)``."""
-
-    ledger: int
-    entry: int
-    partition: int = -1
-    batch_index: int = -1
 
 
 class TxnState(Enum):
@@ -319,7 +311,7 @@ class _PartitionProducer:
             return
         self.pending.popleft()
         mid = receipt.message_id
-        head.message_id = MessageId(mid.ledgerId, mid.entryId, self.partition)
+        head.message_id = MessageId.from_proto(mid)._replace(partition=self.partition)
 
     def flush(self) -> None:
         """Send the open batch and wait for every receipt."""

@@ -23,13 +23,12 @@ from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminError, Call, Router
 from proxy.admin.messages import entry_reply
 from proxy.admin.topic_stats import internal_stats, non_persistent_topic_stats, partitioned_stats, topic_stats
+from wire.message_id import EARLIEST, LATEST, MessageId
 
 V2 = "/admin/v2"
 NS = V2 + "/{domain}/{tenant}/{namespace}"
 T = NS + "/{topic}"
 SUB = T + "/subscription/{sub}"
-#: ``MessageId.latest``'s ledger and entry ids (``Long.MAX_VALUE``).
-LATEST = 2**63 - 1
 _ACTIVE = "Topic has active producers/subscriptions"
 
 
@@ -125,25 +124,40 @@ def _no_partitioned(ctx: AdminContext, name: TopicName, reason: str) -> None:
         raise AdminError(405, reason)
 
 
-def next_entry_of(topic: Topic, position: Any) -> int:
-    """The first entry after a ``MessageIdImpl``/``ResetCursorData`` position (``excluded`` skips it), or after
-    the strings ``"earliest"`` / ``"latest"`` that ``ResetCursorData`` also reads."""
+def message_id_of(position: Any) -> MessageId:
+    """A ``MessageIdImpl``/``ResetCursorData`` JSON body (or the strings ``"earliest"`` / ``"latest"`` that
+    ``ResetCursorData`` also reads) as a message id; 400 when it is none."""
     if position == "earliest":
-        return topic.first_entry_id()
+        return EARLIEST
     if position == "latest":
-        return topic.read_limit + 1
+        return LATEST
     if not isinstance(position, dict):
         raise AdminError(400, "Cannot deserialize the body as a message id")
+    fields = [position.get(k, -1) for k in ("ledgerId", "entryId", "partitionIndex", "batchIndex")]
     try:
-        ledger, entry = int(position.get("ledgerId", -1)), int(position.get("entryId", -1))
-    except (TypeError, ValueError):
+        return MessageId.checked(*(int(v) if isinstance(v, str) else v for v in fields))
+    except ValueError:
         raise AdminError(400, "Cannot deserialize the body as a message id") from None
-    if ledger < 0 or ledger < topic.ledger_id:
-        return topic.first_entry_id()
-    if ledger == LATEST or ledger > topic.ledger_id:
-        return topic.read_limit + 1
-    excluded = position.get("excluded", position.get("isExcluded", False))
-    return max(entry, 0) + (1 if excluded else 0)
+
+
+def next_entry_of(topic: Topic, position: Any) -> int:
+    """The first entry a subscription reset to a position reads (``excluded`` skips the one it names): as Pulsar,
+    ids before the first entry or of earlier ledgers start at the first entry, ids beyond the end or of later
+    ledgers at the end."""
+    mid = message_id_of(position)
+    if isinstance(position, dict) and position.get("excluded", position.get("isExcluded", False)):
+        mid = mid._replace(entry=mid.entry + 1)
+    return mid.start_entry(topic.ledger_id, topic.first_entry_id(), topic.read_limit + 1)
+
+
+def _ack_before_index(sub: Subscription, entry_id: int, batch_index: int) -> None:
+    """Acknowledge the messages before ``batch_index`` of a batch entry, as a reset to a batch index does."""
+    found = sub.topic.read_ids([entry_id])
+    if batch_index <= 0 or not found or not found[0].is_batch:
+        return
+    size = found[0].num_messages
+    unacked = None if batch_index >= size else ((1 << size) - 1) & ~((1 << batch_index) - 1)
+    sub.acknowledge(None, [(entry_id, unacked)], cumulative=False)
 
 
 def _message_id(topic: Topic, entry_id: int) -> dict[str, Any]:
@@ -166,8 +180,15 @@ def _nth_unacked(topic: Topic, sub: Subscription, n: int) -> Entry | None:
     return None
 
 
-def _entry(topic: Topic, entry_id: int) -> Entry:
-    found = topic.read_ids([entry_id]) if entry_id >= 0 else []
+def _stored_entry(topic: Topic, entry_id: int) -> Entry:
+    """The entry of the topic's ledger with that id; as Pulsar's managed ledger, a negative id or one beyond the last
+    entry is a server error (500), one no longer stored is not found."""
+    if entry_id < 0:
+        raise AdminError(500, "Incorrect parameter input error code: -14")
+    if entry_id > topic.last_confirmed:
+        last = f"{topic.ledger_id}:{topic.last_confirmed}"
+        raise AdminError(500, f"LastConfirmedEntry is {last} when reading entry {entry_id}")
+    found = topic.read_ids([entry_id])
     if not found:
         raise AdminError(404, "Message not found")
     return found[0]
@@ -477,7 +498,11 @@ def register(router: Router, ctx: AdminContext) -> None:
         body = call.json(required=True)
         _no_partitioned(ctx, name, "Reset-cursor at position is not allowed for partitioned-topic")
         sub = subscription_of(existing_topic(ctx, name), call["sub"])
-        sub.reset(next_entry_of(sub.topic, body))
+        entry = next_entry_of(sub.topic, body)
+        sub.reset(entry)
+        mid = message_id_of(body)
+        if (mid.ledger, mid.entry) == (sub.topic.ledger_id, entry):
+            _ack_before_index(sub, entry, mid.batch_index)
         sub.close_consumers()
         return ctx.committed()
 
@@ -540,10 +565,10 @@ def register(router: Router, ctx: AdminContext) -> None:
             raise AdminError(412, "Could not examine messages due to the total message is zero")
         position = max(call.integer("messagePosition", 1) or 1, 1)
         if (call.query.get("initialPosition") or "latest") == "earliest":
-            entry_id = topic.first_entry_id() + position - 1
+            entry_id = min(topic.first_entry_id() + position - 1, topic.last_confirmed)
         else:
             entry_id = topic.last_confirmed - position + 1
-        return entry_reply(topic, _entry(topic, entry_id))
+        return entry_reply(topic, _stored_entry(topic, entry_id))
 
     @router.route("GET", T + "/ledger/{ledger}/entry/{entry}")
     def message_by_id(call: Call) -> Any:
@@ -553,7 +578,7 @@ def register(router: Router, ctx: AdminContext) -> None:
         ledger, entry_id = call.path_integer("ledger"), call.path_integer("entry")
         if ledger != topic.ledger_id:
             raise AdminError(404, "Message id not found")
-        return entry_reply(topic, _entry(topic, entry_id))
+        return entry_reply(topic, _stored_entry(topic, entry_id))
 
     @router.route("GET", T + "/messageid/{timestamp}")
     def message_id_by_time(call: Call) -> Any:

@@ -164,6 +164,23 @@ def test_streaming_read_from_a_json_offset_inside_a_batch(session: Any, server: 
     assert [r.v for r in rows] == [f"m{i}" for i in range(30, 60)]
 
 
+def test_read_from_an_id_before_the_first_entry_reads_everything(session: Any, server: Any) -> None:
+    """An id of entry -1 (before the ledger's first entry, as a client's "entry before" or an empty ledger's last
+    message id names it) travels as 2^64-1; Pulsar reads it as -1, so reading starts at the first message."""
+    topic = name("before-first")
+    ids = publish(server.url, topic, [f"m{i}" for i in range(60)])
+    before_first = list(pulsar.MessageId(-1, ids[0].ledger_id(), -1, -1).serialize())
+    for frame in (
+        _read(session, server.url, topic=topic, startingOffsets=f'{{"{topic}": {before_first}}}'),
+        _stream(session, server.url, topic=topic, startingOffsets=f'{{"{topic}": {before_first}}}'),
+    ):
+        if frame.isStreaming:
+            rows = _drain(frame.selectExpr("cast(value as string) as v"), f"t_{uuid.uuid4().hex[:8]}")
+        else:
+            rows = frame.selectExpr("cast(value as string) as v").collect()
+        assert [r.v for r in rows] == [f"m{i}" for i in range(60)]
+
+
 def test_available_now_with_a_record_limit_makes_several_batches(session: Any, server: Any) -> None:
     first, second = name("lim-a"), name("lim-b")
     publish(server.url, first, [f"a{i}" for i in range(70)])
