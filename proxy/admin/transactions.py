@@ -65,10 +65,6 @@ def register(router: Router, ctx: AdminContext) -> None:
             "ongoingTxnSize": len(c.txns),
             "recoverStartTime": broker.stats.recover_start_ms,
             "recoverEndTime": broker.stats.recover_end_ms,
-            "createdCount": c.stats.created,
-            "committedCount": c.stats.committed,
-            "abortedCount": c.stats.aborted,
-            "timeoutCount": c.stats.timed_out,
         }
 
     def in_buffer(topic: Topic, txn: TxnId) -> dict[str, Any]:

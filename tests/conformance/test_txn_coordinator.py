@@ -285,8 +285,9 @@ def test_send_after_abort_and_low_water_mark(run: Run) -> Outcome:
 
 @scenario
 def test_transaction_metadata_and_low_water_marks(run: Run) -> Outcome:
-    """getTransactionMetadata of an open transaction that produced and acknowledged; the transaction buffer's and
-    the pending ack's low-water marks before and after ends on the topic (the second transaction does not ack)."""
+    """getTransactionMetadata of an open transaction that produced and acknowledged; the fields of the coordinator's
+    stats; the transaction buffer's and the pending ack's low-water marks before and after ends on the topic (the
+    second transaction does not ack)."""
     txns = Txns()
     raw = Raw(run, txns)
     topic = run.topic("t")
@@ -313,6 +314,8 @@ def test_transaction_metadata_and_low_water_marks(run: Run) -> Outcome:
             "status": meta.status,
             "body": json.loads(json.dumps(_relative(body, ledger)).replace(topic, "<t>")),
         }
+        stats = run.admin("GET", "/admin/v3/transactions/coordinatorStats?coordinatorId=0")
+        out["coordinator_stats_fields"] = sorted(stats.body) if stats.status == 200 else stats.status
         out["buffer_marks_open"] = _marks(run, f"/admin/v3/transactions/transactionBufferStats/{path}")
         out["pending_ack_marks_open"] = _marks(run, f"/admin/v3/transactions/pendingAckStats/{path}/sub")
         out["commit"] = raw.end(first, TxnAction.COMMIT)
