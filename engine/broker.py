@@ -127,7 +127,7 @@ class Broker:
 
     def _check_namespace(self, name: TopicName) -> None:
         if name.namespace_name not in self.namespaces:
-            raise BrokerError(ServerError.TopicNotFound, f"Namespace not found: {name.namespace_name}")
+            raise BrokerError(ServerError.TopicNotFound, "Namespace not found")
 
     def partitioned_metadata(self, topic: str) -> int:
         """Partition count of a topic (0: non-partitioned), creating its metadata if auto-creation says so."""

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from engine.clock import now_ms
 from engine.deadlines import DeadlineTracker
 from engine.errors import BrokerError
+from engine.names import TopicName
 from engine.transactions import (
     ENDED,
     ENDING,
@@ -47,8 +48,9 @@ log = logging.getLogger(__name__)
 
 #: Transaction ids reserved durably at a time.
 SEQUENCE_BLOCK = 1000
-#: Timeout of a transaction whose client asked for none (the Java client's default).
-DEFAULT_TIMEOUT_MS = 60_000
+#: The tick of Pulsar's transaction timeout tracker. A transaction whose timeout is shorter (zero and negative ones
+#: included) times out as it opens; its abort is in flight for one tick, and ending it then fails as in Pulsar.
+TIMEOUT_TICK_MS = 100
 #: System topic whose partitions stand for the coordinators; clients discover them through it.
 COORDINATOR_ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
 
@@ -67,6 +69,8 @@ class TxnMeta:
     subscriptions: list[tuple[str, str]] = field(default_factory=list)
     waiters: list[Done] = field(default_factory=list)
     timed_out: bool = False
+    #: COMMITTING/ABORTING without an end under way (see ``Coordinators._hold``).
+    held: bool = False
 
 
 @dataclass
@@ -108,6 +112,9 @@ class Coordinators:
         self.end_delay_ms = end_delay_ms
         #: When each OPEN transaction times out.
         self.timeouts: DeadlineTracker[TxnId] = DeadlineTracker(self.clock, self._expire)
+        #: (topic, subscription) -> coordinator id -> low-water mark. As Pulsar's pending-ack handles, a subscription
+        #: learns marks from the ends of its transactions once it took a transactional acknowledgement (in memory).
+        self.pending_ack_marks: dict[tuple[str, str], dict[int, int]] = {}
 
     def __len__(self) -> int:
         return len(self.coordinators)
@@ -119,7 +126,7 @@ class Coordinators:
         if 0 <= tc_id < len(self.coordinators):
             return self.coordinators[tc_id]
         raise BrokerError(
-            ServerError.TransactionCoordinatorNotFound, f"Transaction coordinator with id {tc_id} not found"
+            ServerError.TransactionCoordinatorNotFound, f"Transaction coordinator with id {tc_id} not found!"
         )
 
     def meta(self, txn: TxnId) -> TxnMeta:
@@ -128,6 +135,19 @@ class Coordinators:
         if meta is None:
             raise not_found(txn)
         return meta
+
+    def live(self, txn: TxnId) -> TxnMeta | None:
+        """A transaction that has not ended, or None (also for an unknown coordinator)."""
+        if not 0 <= txn.most < len(self.coordinators):
+            return None
+        return self.coordinators[txn.most].txns.get(txn.least)
+
+    def ended(self, txn: TxnId) -> bool:
+        """Whether the coordinator opened ``txn`` and it has ended."""
+        if not 0 <= txn.most < len(self.coordinators):
+            return False
+        coordinator = self.coordinators[txn.most]
+        return 0 < txn.least <= coordinator.sequence and txn.least not in coordinator.txns
 
     def require_open(self, txn: TxnId) -> TxnMeta:
         """A transaction that is OPEN, or the error Pulsar gives."""
@@ -139,15 +159,22 @@ class Coordinators:
     # -- requests -----------------------------------------------------------------------------
 
     def new_txn(self, tc_id: int, timeout_ms: int, done: Done) -> None:
-        """Open a transaction; ``done(TxnId)`` once its id can never be handed out again."""
+        """Open a transaction; ``done(TxnId)`` once its id can never be handed out again.
+
+        ``timeout_ms`` is a signed 64-bit value, as Pulsar reads the wire's field; below one tracker tick the
+        transaction times out at once.
+        """
         coordinator = self.coordinator(tc_id)
         coordinator.sequence += 1
         txn = TxnId(tc_id, coordinator.sequence)
-        meta = TxnMeta(txn, TxnStatus.OPEN, now_ms(self.clock), timeout_ms if timeout_ms > 0 else DEFAULT_TIMEOUT_MS)
+        meta = TxnMeta(txn, TxnStatus.OPEN, now_ms(self.clock), timeout_ms)
         coordinator.txns[txn.least] = meta
         coordinator.stats.created += 1
         self._record(meta, {"op": "open", "opened_ms": meta.opened_ms, "timeout_ms": meta.timeout_ms})
-        self._arm_timeout(meta, meta.timeout_ms / 1000)
+        if timeout_ms < TIMEOUT_TICK_MS:
+            self._time_out(meta, TIMEOUT_TICK_MS)
+        else:
+            self._arm_timeout(meta, meta.timeout_ms / 1000)
         if txn.least <= coordinator.reserved:
             done(txn)
             return
@@ -181,6 +208,7 @@ class Coordinators:
         no acknowledgement stays held after its transaction ended.
         """
         self._enlist(self.require_open(txn), topic, subscription)
+        self.pending_ack_marks.setdefault((topic, subscription), {})
 
     def _enlist(self, meta: TxnMeta, topic: str, subscription: str) -> None:
         if (topic, subscription) not in meta.subscriptions:
@@ -188,30 +216,53 @@ class Coordinators:
             self._record(meta, {"op": "subscription", "topic": topic, "subscription": subscription})
 
     def end(self, txn: TxnId, action: TxnAction, done: Done) -> None:
-        """Commit or abort; ``done(None)`` once every partition and subscription has applied it."""
+        """Commit or abort; ``done(None)`` once every partition and subscription has applied it.
+
+        As in Pulsar: the same end again joins the one under way; the other end is refused, naming the status it
+        asked for; an end that would reach a namespace that does not exist is never answered. While a timeout's
+        abort is in flight both ends are refused as expecting OPEN (Pulsar's coordinator reads the transaction as
+        OPEN, then fails to move it because the timeout moved it first).
+        """
         meta = self.meta(txn)
         target = ENDING[action]
-        if meta.status is target:
-            meta.waiters.append(done)
-            return
-        if target not in TRANSITIONS[meta.status]:
+        if meta.timed_out and meta.status is TxnStatus.ABORTING:
             raise invalid_status(txn, TxnStatus.OPEN, meta.status)
+        if meta.status is not target and target not in TRANSITIONS[meta.status]:
+            raise invalid_status(txn, target, meta.status)
+        if self._touches_missing_namespace(meta):
+            # Pulsar's coordinator cannot reach the partition or subscription and never answers: the client's
+            # request times out, and the transaction stays COMMITTING/ABORTING.
+            self._hold(meta, target)
+            return
         meta.waiters.append(done)
-        self._begin_end(meta, target)
+        if meta.status is not target or meta.held:
+            meta.held = False
+            self._begin_end(meta, target, self.end_delay_ms)
 
-    def _begin_end(self, meta: TxnMeta, target: TxnStatus) -> None:
+    def _touches_missing_namespace(self, meta: TxnMeta) -> bool:
+        topics = [*meta.partitions, *(topic for topic, _ in meta.subscriptions)]
+        return any(TopicName.parse(topic).namespace_name not in self.broker.namespaces for topic in topics)
+
+    def _hold(self, meta: TxnMeta, target: TxnStatus) -> None:
+        """Move ``meta`` to COMMITTING/ABORTING without ending it, as Pulsar keeps a transaction whose end cannot reach
+        a namespace that does not exist; the next end once the namespace exists (or a restart) finishes it."""
+        if meta.status is TxnStatus.OPEN:
+            meta.held = True
+            meta.status = target
+            self.timeouts.discard(meta.txn)
+            self._record(meta, {"op": "status", "status": target.value})
+            self.broker.request_flush()
+
+    def _begin_end(self, meta: TxnMeta, target: TxnStatus, delay_ms: int) -> None:
         meta.status = target
         self.timeouts.discard(meta.txn)
-        if self.end_delay_ms:
+        if delay_ms:
             self._record(meta, {"op": "status", "status": target.value})
-            self.broker.after_commit(lambda _: self._schedule_finish(meta), None)
+            self.broker.after_commit(lambda _: self.clock.call_later(delay_ms / 1000, lambda: self._finish(meta)), None)
         else:
             # Both steps in one store transaction: all or nothing, and one fsync less per transaction. The status
             # record would be deleted by the transaction that writes it, so it is not written at all.
             self._finish(meta)
-
-    def _schedule_finish(self, meta: TxnMeta) -> None:
-        self.clock.call_later(self.end_delay_ms / 1000, lambda: self._finish(meta))
 
     def _finish(self, meta: TxnMeta) -> None:
         """The second durable step: markers, acknowledgements, and removal from the log."""
@@ -227,6 +278,9 @@ class Coordinators:
             subscription = topic.subscriptions.get(sub_name) if topic is not None else None
             if subscription is not None:
                 subscription.pending_ack.end(meta.txn, action)
+            marks = self.pending_ack_marks.get((topic_name, sub_name))
+            if marks is not None:
+                marks[meta.txn.most] = max(marks.get(meta.txn.most, -1), low_water_mark)
         meta.status = ENDED[action]
         coordinator.txns.pop(meta.txn.least, None)
         self.store.stage_txn_removal(meta.txn.most, meta.txn.least)
@@ -253,10 +307,13 @@ class Coordinators:
         meta = self.coordinators[txn.most].txns.get(txn.least)
         if meta is None or meta.status is not TxnStatus.OPEN:
             return
+        self._time_out(meta, self.end_delay_ms)
+
+    def _time_out(self, meta: TxnMeta, delay_ms: int) -> None:
         log.info("transaction %s timed out after %d ms; aborting", meta.txn, meta.timeout_ms)
         meta.timed_out = True
         self.coordinators[meta.txn.most].stats.timed_out += 1
-        self._begin_end(meta, TxnStatus.ABORTING)
+        self._begin_end(meta, TxnStatus.ABORTING, delay_ms)
 
     # -- recovery -----------------------------------------------------------------------------
 

@@ -51,16 +51,22 @@ ENDED = {TxnAction.COMMIT: TxnStatus.COMMITTED, TxnAction.ABORT: TxnStatus.ABORT
 
 
 def invalid_status(txn: TxnId, expected: TxnStatus, actual: TxnStatus) -> BrokerError:
-    """The InvalidTxnStatus error Pulsar gives for a wrong transition."""
+    """The InvalidTxnStatus error Pulsar gives for a wrong transition, in its words."""
     return BrokerError(
         ServerError.InvalidTxnStatus,
-        f"[{txn}] Expect Txn `{txn}` to be in {expected.value} status but it is in {actual.value}",
+        f"Expect Txn `{txn}` to be in {expected.value} status but it is in {actual.value} status",
     )
 
 
 def not_found(txn: TxnId) -> BrokerError:
-    """The TransactionNotFound error for an unknown or finished transaction."""
-    return BrokerError(ServerError.TransactionNotFound, f"The transaction with this txdID `{txn}` not found")
+    """The TransactionNotFound error for an unknown or finished transaction, in Pulsar's words (spacing included)."""
+    return BrokerError(ServerError.TransactionNotFound, f"The transaction with this txdID `{txn}`not found ")
+
+
+def ended_below_low_water_mark(txn: TxnId) -> BrokerError:
+    """The NotAllowed error of a send in a transaction that a partition knows to have ended."""
+    message = f"Transaction [{txn}] has been ended. Please use a new transaction to send message."
+    return BrokerError(ServerError.NotAllowedError, message)
 
 
 def conflict(message: str) -> BrokerError:

@@ -4,7 +4,9 @@ Transactional entries are appended to the log at once. ``ongoing`` maps each ope
 first entry, in log order; consumers may read only up to ``max_read_position``, just before the first
 entry of the oldest open transaction (or the last entry when none is open), so ordinary messages
 appended behind an open transaction wait for it, as in Pulsar. Ending a transaction appends a commit
-or abort marker; aborted transactions are remembered so dispatch skips their entries.
+or abort marker; aborted transactions are remembered so dispatch skips their entries. As Pulsar's buffer, each
+partition learns its coordinators' low-water marks from the ends it sees, and refuses sends in transactions at or
+below them; a later send in a transaction that ended elsewhere is stored as aborted (see ``appended``).
 
 Snapshots of ``max_read_position`` and the aborted set are taken every N changes (ends, and plain
 appends while no transaction is open) or T seconds after one; recovery
@@ -52,6 +54,8 @@ class TransactionBuffer:
         self.policy = policy
         self.ongoing: dict[TxnId, int] = {}
         self.aborted: dict[TxnId, int] = {}
+        #: Coordinator id -> the highest low-water mark an end on this partition named (in memory, as in Pulsar).
+        self.low_water_marks: dict[int, int] = {}
         self.has_snapshot = False
         #: Figures of the last recovery.
         self.recovered_from_snapshot = False
@@ -83,8 +87,18 @@ class TransactionBuffer:
 
     # -- writing ------------------------------------------------------------------------------
 
+    def below_low_water_mark(self, txn: TxnId) -> bool:
+        """Whether an end seen here named a low-water mark of ``txn``'s coordinator at or above it."""
+        return self.low_water_marks.get(txn.most, -1) >= txn.least
+
     def appended(self, entry: Entry) -> None:
-        """A transactional entry was staged."""
+        """A transactional entry was staged.
+
+        Pulsar accepts a send in a transaction that ended (a timed-out one, say) and never delivers it. Here such
+        an entry never holds back reads either: one of a transaction aborted here is hidden at once, and one of a
+        transaction that will write no marker here (one never opened, or one that ends without this partition) is
+        followed by an abort marker of its own.
+        """
         if entry.txn in self.ongoing:  # a TxnId equals and hashes as its (most, least) tuple
             return
         txn = TxnId(*entry.txn)  # type: ignore[misc]
@@ -92,7 +106,13 @@ class TransactionBuffer:
             # The first transactional entry of this topic: record the state before it, so that
             # recovery knows where to start replaying.
             self._stage_snapshot(entry.entry_id - 1)
+        if txn in self.aborted:
+            return
         self.ongoing[txn] = entry.entry_id
+        meta = self.topic.broker.coordinators.live(txn)
+        if meta is None or self.topic.name.full not in meta.partitions:
+            log.info("%s: %s writes no marker here; entry %d stored as aborted", self.topic.name, txn, entry.entry_id)
+            self._end_one(txn, TxnAction.ABORT)
 
     def rolled_back(self, last_confirmed: int) -> None:
         """Staged entries were lost: forget transactions that started in them."""
@@ -102,6 +122,7 @@ class TransactionBuffer:
     def end(self, txn: TxnId, action: TxnAction, low_water_mark: int) -> None:
         """Commit or abort ``txn`` here; also abort older transactions of its coordinator left behind."""
         self._end_one(txn, action)
+        self.low_water_marks[txn.most] = max(self.low_water_marks.get(txn.most, -1), low_water_mark)
         for stale in [t for t in self.ongoing if t.most == txn.most and t.least <= low_water_mark]:
             log.info("%s: aborting %s below the low-water mark %d", self.topic.name, stale, low_water_mark)
             self._end_one(stale, TxnAction.ABORT)

@@ -75,8 +75,10 @@ class BrokerService:
         return self.broker.partitioned_metadata(topic)
 
     def check_lookup(self, topic: str) -> None:
-        """Validate a LOOKUP's topic (every topic is served here)."""
-        TopicName.parse(topic)
+        """Validate a LOOKUP's topic (every topic of an existing namespace is served here)."""
+        name = TopicName.parse(topic)
+        if name.namespace_name not in self.broker.namespaces:
+            raise BrokerError(ServerError.TopicNotFound, "Namespace not found")
 
     # -- schemas -------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from engine.cursor import words_to_mask
 from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.subscription import Consumer
-from engine.transactions import TxnAction, TxnId, TxnStatus
+from engine.transactions import TxnAction, TxnId, TxnStatus, ended_below_low_water_mark
 from wire.message_id import MessageId
 from wire.pulsar_api_pb2 import BaseCommand, CommandAck, ServerError
 
@@ -27,6 +27,12 @@ Handler = Callable[[BaseCommand, bytes | None], None]
 def txn_of(request: Any) -> TxnId:
     """The transaction a request names."""
     return TxnId(request.txnid_most_bits, request.txnid_least_bits)
+
+
+def ttl_ms(request: Any) -> int:
+    """NEW_TXN's ``txn_ttl_millis`` read as Pulsar's coordinator reads it: a signed 64-bit value (2^64-1 is -1)."""
+    value: int = request.txn_ttl_millis
+    return value - 2**64 if value >= 2**63 else value
 
 
 class TransactionCommands:
@@ -98,7 +104,7 @@ class TransactionCommands:
             self._require_connected(request.tc_id)
             self.coordinators.new_txn(
                 request.tc_id,
-                request.txn_ttl_millis,
+                ttl_ms(request),
                 lambda txn: self._reply(T.NEW_TXN_RESPONSE, request, txn),
             )
         except BrokerError as exc:
@@ -171,21 +177,32 @@ class TransactionCommands:
 
 
 def check_transactional_send(connection: PulsarConnection, producer: Producer, txn: TxnId) -> None:
-    """Reject a send of ``producer`` in a transaction that is not open, or to a partition not added to it.
+    """Refuse a send of ``producer`` in ``txn`` where Pulsar does, with NotAllowedError (the Java client reports it
+    for that message alone).
 
-    The error is NotAllowedError, which the Java client reports for that message alone.
+    Pulsar's broker does not ask the coordinator: a partition refuses only a transaction at or below the low-water
+    mark it learned from ends of its coordinator's transactions, and appends anything else. So a send in a
+    transaction that timed out or was aborted is appended here too, and never delivered; so is one in a transaction
+    that was never opened (``TransactionBuffer.appended``). Two differences keep data safe: an open transaction must
+    have added the partition first, and a transaction that ended without aborting here may have committed messages
+    here, which Pulsar's later abort of the late message would hide as well; its sends are refused.
     """
     accepted = producer.accepted_txn
     if accepted is not None and accepted.txn == txn and accepted.status is TxnStatus.OPEN:
         return
-    try:
-        meta = connection.broker.coordinators.require_open(txn)
-    except BrokerError as exc:
-        message = exc.message
-        if exc.code == ServerError.TransactionNotFound:
-            # Pulsar's words for a transaction its coordinator has ended (behind the low-water mark).
-            message = f"Transaction [{txn}] has been ended. Please use a new transaction to send message."
-        raise BrokerError(ServerError.NotAllowedError, message) from None
+    buffer = producer.topic.txn_buffer  # type: ignore[union-attr]
+    if buffer.below_low_water_mark(txn):
+        raise ended_below_low_water_mark(txn)
+    if buffer.is_aborted(txn):
+        return
+    coordinators = connection.broker.coordinators
+    meta = coordinators.live(txn)
+    if meta is None:
+        if coordinators.ended(txn):
+            raise ended_below_low_water_mark(txn)
+        return
+    if meta.status is not TxnStatus.OPEN:
+        return
     topic_name = producer.topic.name.full  # type: ignore[union-attr]
     if topic_name not in meta.partitions:
         raise BrokerError(ServerError.NotAllowedError, f"Partition {topic_name} was not added to transaction {txn}")

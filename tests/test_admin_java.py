@@ -234,7 +234,7 @@ def test_transaction_inspection(server_factory: ServerFactory) -> None:
     meta = ok(obs, "metadata")
     assert meta["txnId"] == f"({most},{least})"
     assert meta["status"] == "OPEN"
-    assert meta["timeoutAt"] - meta["openTimestamp"] == 60_000
+    assert meta["timeoutAt"] == 60_000  # Pulsar's coordinator keeps the timeout itself under this name
     assert meta["producedPartitions"][topic] == {"startPosition": f"{ledger}:3", "aborted": False}
     assert list(meta["ackedPartitions"][topic]) == ["txn-sub"]
     assert list(ok(obs, "slow")) == [f"({most},{least})"]
@@ -243,7 +243,7 @@ def test_transaction_inspection(server_factory: ServerFactory) -> None:
     buffer = ok(obs, "buffer_stats")
     assert buffer["ongoingTxnSize"] == 1
     assert buffer["maxReadPosition"] == f"{ledger}:2"
-    assert buffer["lowWaterMarks"][str(most)] == least - 1
+    assert buffer["lowWaterMarks"] == {}  # learned from ends on the partition: none yet
     assert buffer["snapshotType"] == "Single"
     assert ok(obs, "buffer_internal_stats")["snapshotType"] == "Single"
     assert ok(obs, "in_buffer") == {"startPosition": f"{ledger}:3", "aborted": False}

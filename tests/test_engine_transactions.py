@@ -212,3 +212,39 @@ def test_recovery_replays_only_after_the_snapshot(tmp_path: Path) -> None:
     assert TxnId(*txn) in tb.aborted
     again.subscribe()
     assert again.sink.payloads()[0] == b"plain-0"
+
+
+@pytest.mark.parametrize("timeout_ms", [0, -1, 99])
+def test_timeout_below_the_tick_times_out_as_the_txn_opens(tmp_path: Path, timeout_ms: int) -> None:
+    """As Pulsar's coordinator: an end within the tick finds the timeout's abort in flight, later ones nothing."""
+    h = Harness(tmp_path)
+    txn = h.new_txn(timeout_ms)
+    for action in (TxnAction.ABORT, TxnAction.COMMIT):
+        with pytest.raises(BrokerError) as raised:
+            h.end(txn, action)
+        assert raised.value.code == ServerError.InvalidTxnStatus
+        assert raised.value.message == f"Expect Txn `{txn}` to be in OPEN status but it is in ABORTING status"
+    h.clock.advance(0.1)
+    with pytest.raises(BrokerError) as raised:
+        h.end(txn, TxnAction.ABORT)
+    assert raised.value.message == f"The transaction with this txdID `{txn}`not found "
+    assert h.broker.coordinators.coordinators[0].stats.timed_out == 1
+    other = h.new_txn(100)
+    h.end(other, TxnAction.ABORT)
+    assert h.results[-1] is None
+    h.close()
+
+
+def test_late_entry_of_an_aborted_txn_holds_nothing_back(tmp_path: Path) -> None:
+    """A send in a transaction aborted on the partition is stored, never delivered, and never bounds the reads."""
+    h = Harness(tmp_path)
+    h.subscribe()
+    txn = h.new_txn()
+    h.add_partition(txn)
+    h.send(b"t-0", txn)
+    h.end(txn, TxnAction.ABORT)
+    h.send(b"late", txn)
+    h.send(b"p-0")
+    assert h.topic.txn_buffer.ongoing == {}
+    assert h.sink.payloads() == [b"p-0"]
+    h.close()

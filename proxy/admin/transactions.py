@@ -2,9 +2,9 @@
 
 Shapes follow Pulsar's ``TransactionCoordinatorStats``, ``TransactionMetadata``, ``TransactionBufferStats``,
 ``TransactionPendingAckStats`` (and their ``*InternalStats``), ``TransactionInBufferStats``,
-``TransactionInPendingAckStats`` and ``PositionInPendingAckStats``. Buffer stats also carry the recovery figures
-this engine keeps (``recoveredFromSnapshot``, ``replayedEntries``, ``snapshotsTaken``); Pulsar clients ignore
-fields they do not know.
+``TransactionInPendingAckStats`` and ``PositionInPendingAckStats``; as Pulsar's JSON, they leave out null fields.
+Buffer stats also carry the recovery figures this engine keeps (``recoveredFromSnapshot``, ``replayedEntries``,
+``snapshotsTaken``); Pulsar clients ignore fields they do not know.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ TOPIC = "{tenant}/{namespace}/{topic}"
 
 def _position(topic: Topic, entry_id: int | None) -> str | None:
     return None if entry_id is None else f"{topic.ledger_id}:{entry_id}"
+
+
+def _without_nulls(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 def register(router: Router, ctx: AdminContext) -> None:
@@ -61,43 +65,42 @@ def register(router: Router, ctx: AdminContext) -> None:
             "ongoingTxnSize": len(c.txns),
             "recoverStartTime": broker.stats.recover_start_ms,
             "recoverEndTime": broker.stats.recover_end_ms,
-            "createdCount": c.stats.created,
-            "committedCount": c.stats.committed,
-            "abortedCount": c.stats.aborted,
-            "timeoutCount": c.stats.timed_out,
         }
 
     def in_buffer(topic: Topic, txn: TxnId) -> dict[str, Any]:
         buffer = topic.txn_buffer
-        return {"startPosition": _position(topic, buffer.ongoing.get(txn)), "aborted": txn in buffer.aborted}
+        return _without_nulls(
+            {"startPosition": _position(topic, buffer.ongoing.get(txn)), "aborted": txn in buffer.aborted}
+        )
 
     def in_pending_ack(topic: Topic, sub_name: str, txn: TxnId) -> dict[str, Any]:
         sub = topic.subscriptions.get(sub_name)
         cumulative = sub.pending_ack.cumulative if sub is not None else None
         held = cumulative[1] if cumulative is not None and cumulative[0] == txn else None
-        return {"cumulativeAckPosition": _position(topic, held)}
+        return _without_nulls({"cumulativeAckPosition": _position(topic, held)})
 
     def metadata(meta: TxnMeta) -> dict[str, Any]:
         produced = {}
         for partition in meta.partitions:
             topic = broker.existing_topic(partition)
-            produced[partition] = in_buffer(topic, meta.txn) if topic else {"startPosition": None, "aborted": False}
+            produced[partition] = in_buffer(topic, meta.txn) if topic else {"aborted": False}
         acked: dict[str, dict[str, Any]] = {}
         for topic_name, sub_name in meta.subscriptions:
             topic = broker.existing_topic(topic_name)
-            stats = in_pending_ack(topic, sub_name, meta.txn) if topic else {"cumulativeAckPosition": None}
-            acked.setdefault(topic_name, {})[sub_name] = stats
+            acked.setdefault(topic_name, {})[sub_name] = in_pending_ack(topic, sub_name, meta.txn) if topic else {}
         return {
             "txnId": str(meta.txn),
             "status": meta.status.value,
             "openTimestamp": meta.opened_ms,
-            "timeoutAt": meta.opened_ms + meta.timeout_ms,
+            # Pulsar's coordinator keeps the timeout itself under this name.
+            "timeoutAt": meta.timeout_ms,
             "producedPartitions": produced,
             "ackedPartitions": acked,
         }
 
-    def low_water_marks() -> dict[str, int]:
-        return {str(c.tc_id): c.low_water_mark() for c in coordinators.coordinators}
+    def low_water_marks(topic: Topic) -> dict[str, int]:
+        """The low-water marks a partition learned from the ends it saw, by coordinator id."""
+        return {str(tc_id): mark for tc_id, mark in topic.txn_buffer.low_water_marks.items()}
 
     @router.route("GET", V3 + "/coordinators")
     def list_coordinators(call: Call) -> Any:
@@ -164,7 +167,7 @@ def register(router: Router, ctx: AdminContext) -> None:
             "snapshotsTaken": buffer.snapshots_taken,
         }
         if call.flag("lowWaterMarks"):
-            out["lowWaterMarks"] = low_water_marks()
+            out["lowWaterMarks"] = low_water_marks(topic)
         return out
 
     @router.route("GET", V3 + f"/transactionBufferInternalStats/{TOPIC}")
@@ -190,7 +193,8 @@ def register(router: Router, ctx: AdminContext) -> None:
             "recoverEndTime": sub.topic.txn_buffer.recover_end_ms,
         }
         if call.flag("lowWaterMarks"):
-            out["lowWaterMarks"] = low_water_marks()
+            marks = coordinators.pending_ack_marks.get((sub.topic.name.full, sub.name), {})
+            out["lowWaterMarks"] = {str(tc_id): mark for tc_id, mark in marks.items()}
         return out
 
     @router.route("GET", V3 + f"/pendingAckInternalStats/{TOPIC}/{{sub}}")

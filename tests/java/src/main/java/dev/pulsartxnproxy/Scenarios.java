@@ -47,7 +47,8 @@ final class Scenarios {
             "consume_process_produce", "consume_process_produce_abort", "txn_ack_then_abort",
             "commit_after_abort", "ack_conflict", "txn_timeout", "crash_prepare", "commit_and_verify",
             "crash_verify", "hang_prepare", "hang_verify", "reader_open_txn", "batch_ack_conflict",
-            "aborted_then_committed", "spin_hold", "end_then_die", "end_verify", "keyed_txns", "message_ids");
+            "aborted_then_committed", "spin_hold", "end_then_die", "end_verify", "keyed_txns", "message_ids",
+            "late_send_after_timeout", "end_errors", "missing_namespace_end");
 
     /** Scenarios that leave the process with open transactions or unanswered requests on purpose: no close. */
     static final Set<String> LEAVE_OPEN = Set.of("crash_prepare", "hang_prepare", "end_then_die");
@@ -113,7 +114,8 @@ final class Scenarios {
             case "end_then_die" -> endThenDie(arg(args, 0), flag(args, 1, "commit"));
             case "end_verify" -> endVerify(arg(args, 0), flag(args, 1, "commit"), arg(args, 2));
             case "keyed_txns" -> keyedTxns(arg(args, 0), flag(args, 1, "batched"));
-            case "message_ids" -> new MessageIdScenarios(client, obs).run(arg(args, 0));
+            case "message_ids" -> new MessageIdScenarios(client, obs).run(arg(args, 0),
+            "late_send_after_timeout", "end_errors", "missing_namespace_end");
             default -> throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
