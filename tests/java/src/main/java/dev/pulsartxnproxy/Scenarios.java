@@ -47,7 +47,7 @@ final class Scenarios {
             "consume_process_produce", "consume_process_produce_abort", "txn_ack_then_abort",
             "commit_after_abort", "ack_conflict", "txn_timeout", "crash_prepare", "commit_and_verify",
             "crash_verify", "hang_prepare", "hang_verify", "reader_open_txn", "batch_ack_conflict",
-            "aborted_then_committed", "spin_hold", "end_then_die", "end_verify", "keyed_txns");
+            "aborted_then_committed", "spin_hold", "end_then_die", "end_verify", "keyed_txns", "crash_loop");
 
     /** Scenarios that leave the process with open transactions or unanswered requests on purpose: no close. */
     static final Set<String> LEAVE_OPEN = Set.of("crash_prepare", "hang_prepare", "end_then_die");
@@ -113,6 +113,8 @@ final class Scenarios {
             case "end_then_die" -> endThenDie(arg(args, 0), flag(args, 1, "commit"));
             case "end_verify" -> endVerify(arg(args, 0), flag(args, 1, "commit"), arg(args, 2));
             case "keyed_txns" -> keyedTxns(arg(args, 0), flag(args, 1, "batched"));
+            case "crash_loop" -> new LoopScenarios(client, obs).crashLoop(arg(args, 0), arg(args, 1),
+                    Integer.parseInt(arg(args, 2)), Long.parseLong(arg(args, 3)), Set.copyOf(args.subList(4, args.size())));
             default -> throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
