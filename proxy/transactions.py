@@ -170,24 +170,22 @@ class TransactionCommands:
 
 
 def check_transactional_send(connection: PulsarConnection, producer: Producer, txn: TxnId) -> None:
-    """Reject a send of ``producer`` in a transaction that is not open, or to a partition not added to it.
+    """Reject a send of ``producer`` in a transaction that is not open; enlist its partition in the transaction.
 
     The error is NotAllowedError, which the Java client reports for that message alone.
     """
     accepted = producer.accepted_txn
     if accepted is not None and accepted.txn == txn and accepted.status is TxnStatus.OPEN:
         return
+    topic_name = producer.topic.name.full  # type: ignore[union-attr]
     try:
-        meta = connection.broker.coordinators.require_open(txn)
+        meta = connection.broker.coordinators.enlist_partition(txn, topic_name)
     except BrokerError as exc:
         message = exc.message
         if exc.code == ServerError.TransactionNotFound:
             # Pulsar's words for a transaction its coordinator has ended (behind the low-water mark).
             message = f"Transaction [{txn}] has been ended. Please use a new transaction to send message."
         raise BrokerError(ServerError.NotAllowedError, message) from None
-    topic_name = producer.topic.name.full  # type: ignore[union-attr]
-    if topic_name not in meta.partitions:
-        raise BrokerError(ServerError.NotAllowedError, f"Partition {topic_name} was not added to transaction {txn}")
     producer.accepted_txn = meta
 
 
