@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
@@ -77,7 +78,7 @@ final class LoopScenarios {
         boolean batched = flags.contains("batched");
         batchIndexAck = flags.contains("batch_index_ack");
         obs.put("inputs", count);
-        obs.put("flags", new java.util.TreeSet<>(flags));
+        obs.put("flags", new TreeSet<>(flags));
         try (PulsarClient client = flags.contains("default_client") ? PulsarClient.builder().serviceUrl(url)
                 .enableTransaction(true).build() : newClient()) {
             produceInputs(client, input, count, batched);
@@ -105,15 +106,14 @@ final class LoopScenarios {
                 .subscriptionName("loop")
                 .subscriptionType(SubscriptionType.Failover)
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
-                .negativeAckRedeliveryDelay(100, MILLISECONDS)
                 .enableBatchIndexAcknowledgment(batchIndexAck)
                 .subscribe();
         Producer<byte[]> producer = client.newProducer().topic(output).sendTimeout(0, SECONDS)
                 .enableBatching(false).create();
         Set<String> committed = new HashSet<>();
         int deliveries = 0;
-        // Inputs delivered again after their transaction committed: copies a reconnect left in the receiver queues (their
-        // acks conflict and the loop aborts them), not a fault by themselves.
+        // Inputs delivered again after their transaction committed: copies a reconnect left in the receiver
+        // queues (their acks conflict and the loop aborts them), not a fault by themselves.
         int deliveriesOfCommitted = 0;
         Map<String, Integer> failures = new TreeMap<>();
         Map<String, Integer> abortFailures = new TreeMap<>();

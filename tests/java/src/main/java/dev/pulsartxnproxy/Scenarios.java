@@ -114,7 +114,8 @@ final class Scenarios {
             case "end_verify" -> endVerify(arg(args, 0), flag(args, 1, "commit"), arg(args, 2));
             case "keyed_txns" -> keyedTxns(arg(args, 0), flag(args, 1, "batched"));
             case "crash_loop" -> new LoopScenarios(client, obs).crashLoop(arg(args, 0), arg(args, 1),
-                    Integer.parseInt(arg(args, 2)), Long.parseLong(arg(args, 3)), Set.copyOf(args.subList(4, args.size())));
+                    Integer.parseInt(arg(args, 2)), Long.parseLong(arg(args, 3)),
+                    Set.copyOf(args.subList(4, args.size())));
             default -> throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
