@@ -47,7 +47,8 @@ final class Scenarios {
             "consume_process_produce", "consume_process_produce_abort", "txn_ack_then_abort",
             "commit_after_abort", "ack_conflict", "txn_timeout", "crash_prepare", "commit_and_verify",
             "crash_verify", "hang_prepare", "hang_verify", "reader_open_txn", "batch_ack_conflict",
-            "aborted_then_committed", "spin_hold", "end_then_die", "end_verify", "keyed_txns", "crash_loop");
+            "aborted_then_committed", "spin_hold", "end_then_die", "end_verify", "keyed_txns", "crash_loop",
+            "partial_batch_permits");
 
     /** Scenarios that leave the process with open transactions or unanswered requests on purpose: no close. */
     static final Set<String> LEAVE_OPEN = Set.of("crash_prepare", "hang_prepare", "end_then_die");
@@ -116,6 +117,8 @@ final class Scenarios {
             case "crash_loop" -> new LoopScenarios(client, obs).crashLoop(arg(args, 0), arg(args, 1),
                     Integer.parseInt(arg(args, 2)), Long.parseLong(arg(args, 3)),
                     Set.copyOf(args.subList(4, args.size())));
+            case "partial_batch_permits" ->
+                    new PermitScenarios(client, obs).partialBatchPermits(arg(args, 0), flag(args, 1, "txn"));
             default -> throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
