@@ -64,13 +64,15 @@ def run_crash_loop(
     seconds: int = 120,
     flags: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Run the loop over ``inputs`` messages and ``crash_restart()`` the broker ``kills`` times, evenly spread over
-    the loop's progress. The output topic deduplicates: exactly-once needs it with Pulsar too, since a producer resends
-    what a crash left unanswered and only deduplication drops what the broker had already written. After the last
-    kill, the loop is stopped once the input subscription's backlog is empty (a commit whose answer a crash cut off
-    may have committed without the loop knowing). Returns the loop's observations plus ``committed_at_kills`` (the
-    loop's committed count when each kill began) and ``phases`` (inputs the loop saw committed before the first
-    kill, between kills, after the last).
+    """Run the loop over ``inputs`` messages and ``crash_restart()`` the broker ``kills`` times, in the middle of
+    equal shares of the loop's progress (2 kills: at a quarter and three quarters, inside a batch of the inputs).
+
+    The output topic deduplicates: exactly-once needs it with Pulsar too, since a producer resends what a crash left
+    unanswered and only deduplication drops what the broker had already written. After the last kill, the loop is
+    stopped once the input subscription's backlog is empty (a commit whose answer a crash cut off may have committed
+    without the loop knowing). Returns the loop's observations plus ``committed_at_kills`` (the loop's committed
+    count when each kill began) and ``phases`` (inputs the loop saw committed before the first kill, between kills,
+    after the last).
     """
     _deduplicate(admin_url, output_topic)
     command = [
@@ -92,7 +94,7 @@ def run_crash_loop(
     try:
         deadline = time.monotonic() + seconds
         for k in range(kills):
-            threshold = inputs * (k + 1) // (kills + 1)
+            threshold = inputs * (2 * k + 1) // (2 * kills)
             with progress.changed:
                 progress.changed.wait_for(
                     lambda t=threshold: progress.committed >= t or process.poll() is not None

@@ -3,7 +3,7 @@ and restarted under it twice, as in issue 19 (defect 4).
 
 The loop (``crash_loop`` of the Java harness: Failover consumer, transactional send plus transactional ack, one
 commit per message, abort and redelivery on failure) runs in a background JVM; ``tests/crash_loop.py`` restarts the
-target at a third and two thirds of its progress. Outcomes compare what must not depend on timing: every input's
+target at a quarter and three quarters of its progress. Outcomes compare what must not depend on timing: every input's
 output exactly once, and an empty input backlog. How many steps failed around the kills (and the conflicts of
 messages redelivered after their reconnect) depends on timing and is left out. The output topic deduplicates, as
 exactly-once needs with Pulsar too (``tests/crash_loop.py``). ``tests/test_crash_loop.py`` runs the same loop on
@@ -41,8 +41,9 @@ def _loop(run: Run, *topics: str, flags: tuple[str, ...] = ()) -> Outcome:
 
 @scenario
 def test_loop_survives_kills_batched(run: Run) -> Outcome:
-    """Inputs sent in batches: the transactional acks are acks of batch indexes."""
-    return _loop(run, run.topic("in"), run.topic("out"), flags=("batched",))
+    """Inputs sent in batches of 100, a receiver queue of 10: the transactional acks are acks of batch indexes, and
+    the consumer comes back after each kill to a partly acknowledged batch."""
+    return _loop(run, run.topic("in"), run.topic("out"), flags=("batched", "small_queue"))
 
 
 @scenario

@@ -39,7 +39,8 @@ import org.apache.pulsar.client.impl.PulsarClientImpl;
  * after {@code seconds}. A read-back with a fresh
  * subscription on the output then counts distinct outputs and duplicates. Progress goes to stdout as
  * {@code progress <committed>} lines so that a driver can kill the broker at chosen points. Flags: {@code batched}
- * (inputs sent in batches), {@code batch_index_ack} (the consumer acknowledges batch indexes), {@code default_client}
+ * (inputs sent in batches of 100), {@code small_queue} (a receiver queue of 10, smaller than a batch),
+ * {@code batch_index_ack} (the consumer acknowledges batch indexes), {@code default_client}
  * (the client builder's defaults instead of short timeouts and reconnection backoffs).
  */
 final class LoopScenarios {
@@ -50,12 +51,17 @@ final class LoopScenarios {
     private static final long TXN_TIMEOUT_SECONDS = 10;
     /** A consumer that gets nothing for this long while inputs are missing is stalled (recorded). */
     private static final long STALL_MS = 3000;
+    /** Messages per batch of the inputs ({@code batched}). */
+    private static final int BATCH = 100;
+    /** The loop consumer's receiver queue with {@code small_queue}: smaller than a batch. */
+    private static final int SMALL_QUEUE = 10;
     /** Quiet time that ends the read-back. */
     private static final long QUIET_MS = 2000;
 
     private final Map<String, Object> obs;
     private final String url;
     private boolean batchIndexAck;
+    private int receiverQueue = 1000;
 
     LoopScenarios(PulsarClient harnessClient, Map<String, Object> obs) {
         this.obs = obs;
@@ -77,6 +83,9 @@ final class LoopScenarios {
     void crashLoop(String input, String output, int count, long seconds, Set<String> flags) throws Exception {
         boolean batched = flags.contains("batched");
         batchIndexAck = flags.contains("batch_index_ack");
+        if (flags.contains("small_queue")) {
+            receiverQueue = SMALL_QUEUE;
+        }
         obs.put("inputs", count);
         obs.put("flags", new TreeSet<>(flags));
         try (PulsarClient client = flags.contains("default_client") ? PulsarClient.builder().serviceUrl(url)
@@ -90,7 +99,7 @@ final class LoopScenarios {
     private static void produceInputs(PulsarClient client, String input, int count, boolean batched)
             throws Exception {
         try (Producer<byte[]> producer = client.newProducer().topic(input).sendTimeout(0, SECONDS)
-                .enableBatching(batched).create()) {
+                .enableBatching(batched).batchingMaxMessages(BATCH).batchingMaxPublishDelay(10, SECONDS).create()) {
             for (int i = 0; i < count; i++) {
                 producer.sendAsync(("in-" + i).getBytes(UTF_8));
             }
@@ -107,6 +116,7 @@ final class LoopScenarios {
                 .subscriptionType(SubscriptionType.Failover)
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
                 .enableBatchIndexAcknowledgment(batchIndexAck)
+                .receiverQueueSize(receiverQueue)
                 .subscribe();
         Producer<byte[]> producer = client.newProducer().topic(output).sendTimeout(0, SECONDS)
                 .enableBatching(false).create();
