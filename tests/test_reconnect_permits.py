@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from engine.subscription import Consumer, SubType
 from tests.test_engine_transactions import TOPIC, Harness
 from wire.framing import make_body
@@ -26,27 +28,28 @@ def _send_batch(h: Harness) -> None:
     h.run()
 
 
-def _resubscribe(h: Harness, permits: int) -> Consumer:
+def _resubscribe(h: Harness, permits: int, sub_type: SubType = SubType.FAILOVER) -> Consumer:
     consumer = Consumer(99, "again", h.sink)
-    sub = h.topic.subscribe("sub", SubType.FAILOVER, consumer, durable=True, earliest=True, start_entry=None,
+    sub = h.topic.subscribe("sub", sub_type, consumer, durable=True, earliest=True, start_entry=None,
                             sticky=False)
     sub.flow(consumer, permits)
     h.run()
     return consumer
 
 
-def test_acknowledged_batch_indexes_take_no_permits(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sub_type", [SubType.FAILOVER, SubType.SHARED])
+def test_acknowledged_batch_indexes_take_no_permits(tmp_path: Path, sub_type: SubType) -> None:
     h = Harness(tmp_path)
     _send_batch(h)
     h.send(b"after")
-    first = h.subscribe("sub", SubType.FAILOVER)
+    first = h.subscribe("sub", sub_type)
     sub = first.subscription
     assert sub is not None
     # Indexes 0..7 acknowledged; 8 and 9 (bits set) still unacknowledged.
     sub.acknowledge(first, [(0, 0b11 << 8)], cumulative=False)
     sub.remove_consumer(first)
     h.sink.received.clear()
-    again = _resubscribe(h, permits=3)
+    again = _resubscribe(h, permits=3, sub_type=sub_type)
     # The batch's two messages and the next entry: three permits, none left.
     assert h.sink.payloads() == [b"batch", b"after"]
     assert again.permits == 0

@@ -2,7 +2,7 @@
 defect 4: the stall of the crash loop after a restart).
 
 ``partial_batch_permits`` of the Java harness (official Java client 4.2.4, ``PermitScenarios``): a batch of 100
-messages and 20 single ones; a Failover consumer acknowledges the first 95 (batch-index acks, plainly or in a
+messages and 20 single ones; a Failover (or Shared) consumer acknowledges the first 95 (batch-index acks, plainly or in a
 committed transaction) and closes; a consumer with a receiver queue of 10 subscribes again and receives until quiet.
 The client skips the acknowledged indexes without returning their permits, so the broker must not count them.
 """
@@ -29,3 +29,9 @@ def test_partial_batch_permits(run: Run) -> Outcome:
 def test_partial_batch_permits_txn(run: Run) -> Outcome:
     """The same acks in a transaction that commits."""
     return _run(run, "txn")
+
+
+@scenario
+def test_partial_batch_permits_shared(run: Run) -> Outcome:
+    """The same on a Shared subscription."""
+    return _run(run, "Shared")

@@ -34,6 +34,7 @@ final class PermitScenarios {
 
     private final PulsarClient client;
     private final Map<String, Object> obs;
+    private SubscriptionType type = SubscriptionType.Failover;
 
     PermitScenarios(PulsarClient client, Map<String, Object> obs) {
         this.client = client;
@@ -41,11 +42,13 @@ final class PermitScenarios {
     }
 
     /**
-     * {@code partial_batch_permits <topic> [txn]}: one batch of 100 messages, then 20 single ones. A Failover
-     * consumer acknowledges the first 95 of the batch (batch-index acks; with {@code txn}, in a transaction that
-     * commits) and closes; a consumer with a receiver queue of 10 then subscribes again and receives until quiet.
+     * {@code partial_batch_permits <topic> [txn] [Shared]}: one batch of 100 messages, then 20 single ones. A
+     * Failover (or Shared) consumer acknowledges the first 95 of the batch (batch-index acks; with {@code txn}, in a
+     * transaction that commits) and closes; a consumer with a receiver queue of 10 then subscribes again and receives
+     * until quiet.
      */
-    void partialBatchPermits(String topic, boolean transactional) throws Exception {
+    void partialBatchPermits(String topic, boolean transactional, SubscriptionType type) throws Exception {
+        this.type = type;
         try (Producer<byte[]> batched = client.newProducer().topic(topic).sendTimeout(0, SECONDS)
                 .enableBatching(true).batchingMaxMessages(BATCH).batchingMaxPublishDelay(10, SECONDS).create()) {
             for (int i = 0; i < BATCH; i++) {
@@ -98,7 +101,7 @@ final class PermitScenarios {
         return client.newConsumer()
                 .topic(topic)
                 .subscriptionName("sub")
-                .subscriptionType(SubscriptionType.Failover)
+                .subscriptionType(type)
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
                 .enableBatchIndexAcknowledgment(true)
                 .acknowledgmentGroupTime(0, MILLISECONDS)

@@ -118,7 +118,8 @@ final class Scenarios {
                     Integer.parseInt(arg(args, 2)), Long.parseLong(arg(args, 3)),
                     Set.copyOf(args.subList(4, args.size())));
             case "partial_batch_permits" ->
-                    new PermitScenarios(client, obs).partialBatchPermits(arg(args, 0), flag(args, 1, "txn"));
+                    new PermitScenarios(client, obs).partialBatchPermits(arg(args, 0), args.contains("txn"),
+                            args.contains("Shared") ? SubscriptionType.Shared : SubscriptionType.Failover);
             default -> throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
