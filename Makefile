@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container demo conformance clean
+.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container demo conformance crash-loop clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,12 @@ conformance: $(VENV)/.installed-test
 	$(BIN)/python -m pytest tests/conformance --conformance-target both $(ARGS)
 	$(BIN)/python -m tests.conformance.workload --target endpoint --seed 11 --seconds 60 --kill-restarts 3
 	$(BIN)/python -m tests.conformance.workload --target pulsar --seed 11 --seconds 60
+
+## crash-loop: the exactly-once loop of issue 19 at full size (2,000 inputs, the endpoint SIGKILLed 2 times; set
+## CRASH_LOOP_INPUTS / CRASH_LOOP_KILLS to change them)
+crash-loop: $(VENV)/.installed-test
+	CRASH_LOOP_INPUTS=$${CRASH_LOOP_INPUTS:-2000} CRASH_LOOP_KILLS=$${CRASH_LOOP_KILLS:-2} \
+		$(BIN)/python -m pytest tests/test_crash_loop.py -s $(ARGS)
 
 ## bench-compare: this endpoint and a Pulsar standalone side by side with pulsar-perf; rewrites bench/RESULTS.md
 bench-compare: $(VENV)/.installed-test

@@ -189,10 +189,24 @@ class Coordinators:
         """Register partitions the transaction produces to."""
         meta = self.require_open(txn)
         for partition in partitions:
-            if partition not in meta.partitions:
-                meta.partitions.append(partition)
-                self._record(meta, {"op": "partition", "topic": partition})
+            self._enlist_partition(meta, partition)
         done(txn)
+
+    def enlist_partition(self, txn: TxnId, partition: str) -> TxnMeta:
+        """Make sure an open transaction that a message is sent to ``partition`` in ends there too; its meta.
+
+        Clients register partitions before sending, and the registration is answered before it is durable: a crash
+        can lose it while the client goes on sending in the transaction (Pulsar's coordinator, which persists it
+        first, keeps it). The send's receipt waits for a commit, which carries the record.
+        """
+        meta = self.require_open(txn)
+        self._enlist_partition(meta, partition)
+        return meta
+
+    def _enlist_partition(self, meta: TxnMeta, partition: str) -> None:
+        if partition not in meta.partitions:
+            meta.partitions.append(partition)
+            self._record(meta, {"op": "partition", "topic": partition})
 
     def add_subscriptions(self, txn: TxnId, subscriptions: list[tuple[str, str]], done: Done) -> None:
         """Register subscriptions the transaction acknowledges on."""

@@ -63,6 +63,13 @@ class Delivery:
     redelivery_count: int
     unacked_mask: int | None
 
+    @property
+    def permits(self) -> int:
+        """The consumer's permits the delivery takes: the messages the client gets of it. As Pulsar, batch indexes that
+        its ack set marks acknowledged (or held by transactions) are not counted: the Java client skips them without
+        returning their permits, so counting them would leave a reconnecting consumer with none."""
+        return self.entry.num_messages if self.unacked_mask is None else self.unacked_mask.bit_count()
+
 
 class ConsumerSink(Protocol):
     """Where a consumer's traffic goes: the connection it came on."""
@@ -468,9 +475,10 @@ class Subscription(ConsumerGroup):
                 position = entry.entry_id + 1
                 if self._skip(entry):
                     continue
-                deliveries.append(self._delivery(entry))
+                delivery = self._delivery(entry)
+                deliveries.append(delivery)
                 consumer.pending.add(entry.entry_id)
-                consumer.permits -= entry.num_messages
+                consumer.permits -= delivery.permits
                 if consumer.permits <= 0:
                     break
         self.read_position = position
@@ -569,9 +577,10 @@ class Subscription(ConsumerGroup):
         self.dispatch()
 
     def _assign(self, out: dict[Consumer, list[Delivery]], consumer: Consumer, entry: Entry) -> None:
-        out.setdefault(consumer, []).append(self._delivery(entry))
+        delivery = self._delivery(entry)
+        out.setdefault(consumer, []).append(delivery)
         consumer.pending.add(entry.entry_id)
-        consumer.permits -= entry.num_messages
+        consumer.permits -= delivery.permits
 
     def _skip(self, entry: Entry) -> bool:
         """Whether dispatch passes over an entry: acknowledged, hidden by transactions, or held."""

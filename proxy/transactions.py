@@ -178,14 +178,15 @@ class TransactionCommands:
 
 def check_transactional_send(connection: PulsarConnection, producer: Producer, txn: TxnId) -> None:
     """Refuse a send of ``producer`` in ``txn`` where Pulsar does, with NotAllowedError (the Java client reports it
-    for that message alone).
+    for that message alone); enlist the partition in an open transaction.
 
     Pulsar's broker does not ask the coordinator: a partition refuses only a transaction at or below the low-water
     mark it learned from ends of its coordinator's transactions, and appends anything else. So a send in a
     transaction that timed out or was aborted is appended here too, and never delivered; so is one in a transaction
-    that was never opened (``TransactionBuffer.appended``). Two differences keep data safe: an open transaction must
-    have added the partition first, and a transaction that ended without aborting here may have committed messages
-    here, which Pulsar's later abort of the late message would hide as well; its sends are refused.
+    that was never opened (``TransactionBuffer.appended``). A send in an open transaction enlists its partition, as
+    Pulsar's coordinator would have had it registered: the registration is answered before it is durable, and a crash
+    can lose it while the client goes on sending. A transaction that ended without aborting here may have committed
+    messages here, which Pulsar's later abort of the late message would hide as well: its sends are refused.
     """
     accepted = producer.accepted_txn
     if accepted is not None and accepted.txn == txn and accepted.status is TxnStatus.OPEN:
@@ -203,9 +204,7 @@ def check_transactional_send(connection: PulsarConnection, producer: Producer, t
         return
     if meta.status is not TxnStatus.OPEN:
         return
-    topic_name = producer.topic.name.full  # type: ignore[union-attr]
-    if topic_name not in meta.partitions:
-        raise BrokerError(ServerError.NotAllowedError, f"Partition {topic_name} was not added to transaction {txn}")
+    coordinators.enlist_partition(txn, producer.topic.name.full)  # type: ignore[union-attr]
     producer.accepted_txn = meta
 
 

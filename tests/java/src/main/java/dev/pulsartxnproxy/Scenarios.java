@@ -48,7 +48,8 @@ final class Scenarios {
             "commit_after_abort", "ack_conflict", "txn_timeout", "crash_prepare", "commit_and_verify",
             "crash_verify", "hang_prepare", "hang_verify", "reader_open_txn", "batch_ack_conflict",
             "aborted_then_committed", "spin_hold", "end_then_die", "end_verify", "keyed_txns", "message_ids",
-            "late_send_after_timeout", "end_errors", "missing_namespace_end");
+            "late_send_after_timeout", "end_errors", "missing_namespace_end",
+            "crash_loop", "partial_batch_permits");
 
     /** Scenarios that leave the process with open transactions or unanswered requests on purpose: no close. */
     static final Set<String> LEAVE_OPEN = Set.of("crash_prepare", "hang_prepare", "end_then_die");
@@ -114,8 +115,16 @@ final class Scenarios {
             case "end_then_die" -> endThenDie(arg(args, 0), flag(args, 1, "commit"));
             case "end_verify" -> endVerify(arg(args, 0), flag(args, 1, "commit"), arg(args, 2));
             case "keyed_txns" -> keyedTxns(arg(args, 0), flag(args, 1, "batched"));
-            case "message_ids" -> new MessageIdScenarios(client, obs).run(arg(args, 0),
-            "late_send_after_timeout", "end_errors", "missing_namespace_end");
+            case "message_ids" -> new MessageIdScenarios(client, obs).run(arg(args, 0));
+            case "late_send_after_timeout" -> new CoordinatorScenarios(client, obs).lateSendAfterTimeout(arg(args, 0));
+            case "end_errors" -> new CoordinatorScenarios(client, obs).endErrors();
+            case "missing_namespace_end" -> new CoordinatorScenarios(client, obs).missingNamespaceEnd(arg(args, 0));
+            case "crash_loop" -> new LoopScenarios(client, obs).crashLoop(arg(args, 0), arg(args, 1),
+                    Integer.parseInt(arg(args, 2)), Long.parseLong(arg(args, 3)),
+                    Set.copyOf(args.subList(4, args.size())));
+            case "partial_batch_permits" ->
+                    new PermitScenarios(client, obs).partialBatchPermits(arg(args, 0), args.contains("txn"),
+                            args.contains("Shared") ? SubscriptionType.Shared : SubscriptionType.Failover);
             default -> throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
