@@ -2,9 +2,9 @@
 defect 4: the stall of the crash loop after a restart).
 
 ``partial_batch_permits`` of the Java harness (official Java client 4.2.4, ``PermitScenarios``): a batch of 100
-messages and 20 single ones; a Failover (or Shared) consumer acknowledges the first 95 (batch-index acks, plainly or in a
-committed transaction) and closes; a consumer with a receiver queue of 10 subscribes again and receives until quiet.
-The client skips the acknowledged indexes without returning their permits, so the broker must not count them.
+messages and 20 single ones; a Failover (or Shared) consumer acknowledges the first 95 (batch-index acks, plainly or
+in a committed transaction) and closes; a consumer with a receiver queue of 10 subscribes again and receives until
+quiet. The client skips the acknowledged indexes without returning their permits, so the broker must not count them.
 """
 
 from __future__ import annotations
