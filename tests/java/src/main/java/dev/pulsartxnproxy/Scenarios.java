@@ -47,7 +47,8 @@ final class Scenarios {
             "consume_process_produce", "consume_process_produce_abort", "txn_ack_then_abort",
             "commit_after_abort", "ack_conflict", "txn_timeout", "crash_prepare", "commit_and_verify",
             "crash_verify", "hang_prepare", "hang_verify", "reader_open_txn", "batch_ack_conflict",
-            "aborted_then_committed", "spin_hold", "end_then_die", "end_verify", "keyed_txns");
+            "aborted_then_committed", "spin_hold", "end_then_die", "end_verify", "keyed_txns",
+            "ack_batch_cumulative", "ack_batch_individual", "ack_two_aborts");
 
     /** Scenarios that leave the process with open transactions or unanswered requests on purpose: no close. */
     static final Set<String> LEAVE_OPEN = Set.of("crash_prepare", "hang_prepare", "end_then_die");
@@ -113,6 +114,12 @@ final class Scenarios {
             case "end_then_die" -> endThenDie(arg(args, 0), flag(args, 1, "commit"));
             case "end_verify" -> endVerify(arg(args, 0), flag(args, 1, "commit"), arg(args, 2));
             case "keyed_txns" -> keyedTxns(arg(args, 0), flag(args, 1, "batched"));
+            case "ack_batch_cumulative" -> acks().batchCumulative(arg(args, 0), Integer.parseInt(arg(args, 1)),
+                    flag(args, 2, "commit"));
+            case "ack_batch_individual" -> acks().batchIndividual(arg(args, 0), subType(args, 1, "Exclusive"),
+                    flag(args, 2, "commit"));
+            case "ack_two_aborts" -> acks().twoAborts(arg(args, 0), subType(args, 1, "Failover"),
+                    args.contains("batched"), args.contains("cumulative"));
             default -> throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
@@ -745,6 +752,11 @@ final class Scenarios {
     }
 
     // ---------------------------------------------------------------- helpers
+
+    /** The transactional acknowledgement scenarios (AckScenarios), sharing this run's client and closers. */
+    private AckScenarios acks() {
+        return new AckScenarios(client, obs, closers);
+    }
 
     /**
      * Closes the producers and consumers (CLOSE_PRODUCER / CLOSE_CONSUMER), waiting at most {@code seconds}. The
