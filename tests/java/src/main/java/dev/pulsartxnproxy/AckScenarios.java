@@ -54,7 +54,8 @@ final class AckScenarios {
     /**
      * {@code ack_batch_cumulative <topic> <index> <commit|abort>}: b-0..b-12 are published as batches of 5, 5 and 3
      * and received by an Exclusive consumer; b-{@code index} is acknowledged cumulatively in txn1, which then ends.
-     * Recorded: what arrives while txn1 is open and after it ended, after redeliverUnacknowledgedMessages, and, after
+     * Recorded: what arrives while txn1 is open, also after redeliverUnacknowledgedMessages (a pending cumulative ack
+     * does not hide messages from a rewind), and after txn1 ended, after redeliverUnacknowledgedMessages, and, after
      * an abort, what a second transaction acknowledging the same message cumulatively and committing leaves; last,
      * what a new consumer of the subscription gets.
      */
@@ -73,6 +74,8 @@ final class AckScenarios {
         obs.put("txn1_ack_error", outcome(() -> consumer.acknowledgeCumulativeAsync(acked, txn1)
                 .get(WAIT_SECONDS, SECONDS)));
         obs.put("while_open", deliveries(drain(consumer, 500)));
+        consumer.redeliverUnacknowledgedMessages();
+        obs.put("redelivered_while_open", deliveries(drain(consumer, QUIET_MS)));
         obs.put("end_error", outcome(() -> end(txn1, commit)));
         obs.put("after_end", deliveries(drain(consumer, QUIET_MS)));
         consumer.redeliverUnacknowledgedMessages();
