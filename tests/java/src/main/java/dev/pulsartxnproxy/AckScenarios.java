@@ -97,6 +97,26 @@ final class AckScenarios {
     }
 
     /**
+     * {@code ack_cumulative_open <topic> <index>}: as {@code ack_batch_cumulative} up to the cumulative ack of
+     * b-{@code index} in a transaction, which is left open (its id is recorded) for the admin API to be asked about.
+     */
+    void cumulativeOpen(String topic, int index) throws Exception {
+        String partition = topic + "-partition-0";
+        Producer<byte[]> producer = batchingProducer(partition);
+        sendAll(producer, "b-", 13);
+        Consumer<byte[]> consumer = consumer(partition, SubscriptionType.Exclusive);
+        List<Message<byte[]>> received = receive(consumer, 13, 10_000);
+        obs.put("received", deliveries(received));
+        if (received.size() != 13) {
+            return;
+        }
+        Transaction txn = newTxn();
+        obs.put("txn_id", txn.getTxnID().getMostSigBits() + ":" + txn.getTxnID().getLeastSigBits());
+        obs.put("txn_ack_error", outcome(() -> consumer.acknowledgeCumulativeAsync(received.get(index).getMessageId(),
+                txn).get(WAIT_SECONDS, SECONDS)));
+    }
+
+    /**
      * {@code ack_batch_individual <topic> <subType> <commit|abort>}: i-0..i-9 are published as two batches of 5 and
      * received; i-0 is acknowledged plainly; txn1 acknowledges i-1, i-3, i-5, i-6, i-8 and i-9 (batch indexes of
      * both batches) and ends. Recorded: what arrives while txn1 is open, after it ended, after

@@ -48,7 +48,7 @@ final class Scenarios {
             "commit_after_abort", "ack_conflict", "txn_timeout", "crash_prepare", "commit_and_verify",
             "crash_verify", "hang_prepare", "hang_verify", "reader_open_txn", "batch_ack_conflict",
             "aborted_then_committed", "spin_hold", "end_then_die", "end_verify", "keyed_txns",
-            "ack_batch_cumulative", "ack_batch_individual", "ack_two_aborts");
+            "ack_batch_cumulative", "ack_batch_individual", "ack_two_aborts", "ack_cumulative_open");
 
     /** Scenarios that leave the process with open transactions or unanswered requests on purpose: no close. */
     static final Set<String> LEAVE_OPEN = Set.of("crash_prepare", "hang_prepare", "end_then_die");
@@ -118,6 +118,7 @@ final class Scenarios {
                     flag(args, 2, "commit"));
             case "ack_batch_individual" -> acks().batchIndividual(arg(args, 0), subType(args, 1, "Exclusive"),
                     flag(args, 2, "commit"));
+            case "ack_cumulative_open" -> acks().cumulativeOpen(arg(args, 0), Integer.parseInt(arg(args, 1)));
             case "ack_two_aborts" -> acks().twoAborts(arg(args, 0), subType(args, 1, "Failover"),
                     args.contains("batched"), args.contains("cumulative"));
             default -> throw new IllegalArgumentException("unknown scenario " + name);
