@@ -1,10 +1,11 @@
 """Pending acknowledgements of one subscription: acks made inside transactions, held until they end.
 
-An acknowledged position is held, not applied to the cursor, and not delivered again while held. A
-second acknowledgement of a held position (in any transaction), or of one the cursor already
-acknowledged, is a TransactionConflict. Commit applies the transaction's acks to the cursor; abort
-releases them and the messages are delivered again. Every held ack is a redo record in the store,
-removed in the same store transaction that applies or releases it.
+An acknowledged position is held, not applied to the cursor. A second acknowledgement of a position held
+individually (in any transaction), or of one the cursor already acknowledged, is a TransactionConflict; so
+is a cumulative ack of another transaction while one is pending, or one not after the mark-delete position.
+Positions held by individual acks are not dispatched; those under a pending cumulative ack are (on a rewind).
+Commit applies the transaction's acks to the cursor; abort releases them. Every held ack is a redo record in
+the store, removed in the same store transaction that applies or releases it.
 """
 
 from __future__ import annotations
@@ -21,40 +22,58 @@ if TYPE_CHECKING:
     from engine.subscription import Consumer, Subscription
 
 
+#: ``(entry_id, still-unacknowledged batch indexes or None for the whole entry, batch size)``, as an ACK carries it.
+Ack = tuple[int, int | None, int]
+
+
 @dataclass
 class _TxnAcks:
     """What one transaction holds on this subscription."""
 
-    #: ``(entry_id, acknowledged batch indexes or None for the whole entry, batch size)``.
-    individual: list[tuple[int, int | None, int]] = field(default_factory=list)
-    cumulative: int | None = None
+    #: entry id -> (acknowledged batch indexes as a mask, or None for the whole entry; batch size). Several acks of
+    #: one entry in one transaction add up to one hold, released (and redelivered) once.
+    individual: dict[int, tuple[int | None, int]] = field(default_factory=dict)
+    #: The cumulative acknowledgement: up to the entry before ``entry_id``, and of ``entry_id`` every index not in
+    #: ``unacked`` (None: the whole entry).
+    cumulative: tuple[int, int | None] | None = None
+
+
+def _cumulative_rank(entry_id: int, unacked: int | None) -> tuple[int, int]:
+    """Orders cumulative positions as Pulsar's compareToWithAckSet: by entry, then by fewer indexes left."""
+    return entry_id, -(unacked or 0).bit_count()
 
 
 class PendingAck:
-    """Transactional acknowledgements of a subscription."""
+    """Transactional acknowledgements of a subscription.
+
+    Per transaction the state is OPEN (holding acks, :meth:`acknowledge`) until :meth:`end` moves it to committed
+    (its acks applied to the cursor) or aborted (released); either way it is then forgotten. As in Pulsar 4.2.4
+    (PendingAckHandleImpl): dispatch filters the positions and batch indexes held by individual acks, not those
+    under a pending cumulative ack; an aborted individual ack redelivers its entries (each once); an aborted
+    cumulative ack redelivers nothing (the consumer asks for redelivery, or reconnects).
+    """
 
     def __init__(self, subscription: Subscription) -> None:
         self.subscription = subscription
         #: entry id -> {txn: acknowledged batch indexes as a mask, or None for the whole entry}.
         self.held: dict[int, dict[TxnId, int | None]] = {}
         self.txns: dict[TxnId, _TxnAcks] = {}
-        #: The transaction holding a cumulative ack, and its position.
-        self.cumulative: tuple[TxnId, int] | None = None
+        #: The transaction holding a cumulative ack, its entry and that entry's still-unacknowledged indexes.
+        self.cumulative: tuple[TxnId, int, int | None] | None = None
 
     # -- queries used by dispatch --------------------------------------------------------------
 
     def holds(self, entry_id: int, batch_size: int) -> bool:
-        """True when transactions hold the whole entry: all of it, or each of its unacknowledged batch indexes."""
+        """True when individual acks hold the whole entry: all of it, or each of its unacknowledged batch indexes."""
         held = self.held.get(entry_id)
-        if held:
-            if any(mask is None for mask in held.values()):
-                return True
-            unacked = self.subscription.cursor.unacked_mask(entry_id)
-            if unacked is None:
-                unacked = (1 << batch_size) - 1
-            if not unacked & ~self.held_indexes(entry_id):
-                return True
-        return self.cumulative is not None and entry_id <= self.cumulative[1]
+        if not held:
+            return False
+        if any(mask is None for mask in held.values()):
+            return True
+        unacked = self.subscription.cursor.unacked_mask(entry_id)
+        if unacked is None:
+            unacked = (1 << batch_size) - 1
+        return not unacked & ~self.held_indexes(entry_id)
 
     def held_indexes(self, entry_id: int) -> int:
         """Batch indexes of the entry held by transactions (a mask; 0 if none)."""
@@ -70,11 +89,11 @@ class PendingAck:
         self,
         txn: TxnId,
         consumer: Consumer | None,
-        acks: list[tuple[int, int | None, int]],
+        acks: list[Ack],
         cumulative: bool,
         replay: bool = False,
     ) -> None:
-        """Hold ``(entry_id, still-unacked mask or None, batch size)`` acks for ``txn``, or raise the conflict.
+        """Hold ``acks`` for ``txn`` (the transaction is OPEN on this subscription from now), or raise the conflict.
 
         ``consumer`` (None on replay) no longer holds the positions as delivered-unacknowledged.
         """
@@ -87,17 +106,16 @@ class PendingAck:
             sub.topic.broker.coordinators.enlist_subscription(txn, sub.topic.name.full, sub.name)
         state = self.txns.setdefault(txn, _TxnAcks())
         if cumulative:
-            entry_id = acks[0][0]
-            state.cumulative = entry_id
-            self.cumulative = (txn, entry_id)
+            entry_id, unacked, _ = acks[0]
+            state.cumulative = (entry_id, unacked)
+            self.cumulative = (txn, entry_id, unacked)
         else:
             for entry_id, unacked, size in acks:
                 acked = None if unacked is None else ((1 << size) - 1) & ~unacked
                 holders = self.held.setdefault(entry_id, {})
-                # Several batch-index acks of one entry in one transaction add up.
                 previous = holders.get(txn, 0)
                 holders[txn] = None if acked is None or previous is None else previous | acked
-                state.individual.append((entry_id, acked, size))
+                state.individual[entry_id] = (holders[txn], size)
                 if consumer is not None and acked is None:
                     # A batch-index ack leaves the consumer holding the entry's other indexes.
                     consumer.pending.discard(entry_id)
@@ -109,7 +127,7 @@ class PendingAck:
             sub.topic.store.stage_pending_ack(sub.topic.topic_id, sub.name, txn, json.dumps(record))
             sub.topic.broker.request_flush()
 
-    def _check_individual(self, txn: TxnId, acks: list[tuple[int, int | None, int]]) -> None:
+    def _check_individual(self, txn: TxnId, acks: list[Ack]) -> None:
         cursor = self.subscription.cursor
         for entry_id, unacked, size in acks:
             if cursor.is_acked(entry_id):
@@ -126,7 +144,7 @@ class PendingAck:
             if any(mask is None or mask & acked for mask in held.values()):
                 raise conflict(f"[{txn}] batch indexes of position {entry_id} are already in pending ack status")
 
-    def _check_cumulative(self, txn: TxnId, acks: list[tuple[int, int | None, int]]) -> None:
+    def _check_cumulative(self, txn: TxnId, acks: list[Ack]) -> None:
         if not self.subscription.single_active:
             raise BrokerError(
                 ServerError.NotAllowedError,
@@ -134,23 +152,25 @@ class PendingAck:
             )
         if len(acks) != 1:
             raise BrokerError(ServerError.NotAllowedError, "Cumulative ack with a transaction takes one message id")
-        entry_id = acks[0][0]
+        entry_id, unacked, _ = acks[0]
         if entry_id <= self.subscription.cursor.mark_delete:
             raise conflict(f"[{txn}] position {entry_id} is before the mark-delete position")
-        if self.cumulative is not None and (self.cumulative[0] != txn or entry_id <= self.cumulative[1]):
-            raise conflict(f"[{txn}] a cumulative ack of {self.cumulative[0]} is pending at {self.cumulative[1]}")
+        if self.cumulative is not None:
+            holder, held_entry, held_unacked = self.cumulative
+            if holder != txn or _cumulative_rank(entry_id, unacked) <= _cumulative_rank(held_entry, held_unacked):
+                raise conflict(f"[{txn}] a cumulative ack of {holder} is pending at {held_entry}")
 
     # -- ending --------------------------------------------------------------------------------
 
     def end(self, txn: TxnId, action: TxnAction) -> None:
-        """Apply (commit) or release (abort) what ``txn`` holds."""
+        """Commit (apply) or abort (release) what ``txn`` holds; the transaction is then forgotten here."""
         state = self.txns.pop(txn, None)
         sub = self.subscription
         sub.topic.store.stage_pending_ack_removal(sub.topic.topic_id, sub.name, txn)
         sub.topic.broker.request_flush()
         if state is None:
             return
-        for entry_id, _, _ in state.individual:
+        for entry_id in state.individual:
             held = self.held.get(entry_id)
             if held is not None:
                 held.pop(txn, None)
@@ -159,15 +179,17 @@ class PendingAck:
         if self.cumulative is not None and self.cumulative[0] == txn:
             self.cumulative = None
         if action is TxnAction.COMMIT:
-            acks = [(e, None if acked is None else ((1 << size) - 1) & ~acked) for e, acked, size in state.individual]
+            acks = [
+                (e, None if acked is None else ((1 << size) - 1) & ~acked)
+                for e, (acked, size) in state.individual.items()
+            ]
             sub.acknowledge(None, acks, cumulative=False)
             if state.cumulative is not None:
-                sub.acknowledge(None, [(state.cumulative, None)], cumulative=True)
-        else:
-            entries = [e for e, _, _ in state.individual]
-            if state.cumulative is not None:
-                entries.append(state.cumulative)
-            sub.redeliver_released(entries)
+                sub.acknowledge(None, [state.cumulative], cumulative=True)
+        elif state.individual:
+            # Pulsar redelivers what an aborted individual ack held; after an aborted cumulative ack the consumer
+            # asks for redelivery itself (a broker-side rewind would reorder its messages).
+            sub.redeliver_released(list(state.individual))
 
     def recover(self, records: list[tuple[TxnId, str]]) -> None:
         """Rebuild from redo records."""

@@ -76,8 +76,14 @@ def register(router: Router, ctx: AdminContext) -> None:
     def in_pending_ack(topic: Topic, sub_name: str, txn: TxnId) -> dict[str, Any]:
         sub = topic.subscriptions.get(sub_name)
         cumulative = sub.pending_ack.cumulative if sub is not None else None
-        held = cumulative[1] if cumulative is not None and cumulative[0] == txn else None
-        return _without_nulls({"cumulativeAckPosition": _position(topic, held)})
+        if cumulative is None or cumulative[0] != txn:
+            return {}
+        _, entry_id, unacked = cumulative
+        position = _position(topic, entry_id)
+        if unacked:
+            # Inside a batch, Pulsar names the last acknowledged index (the first unacknowledged one, less one).
+            position = f"{position}:{(unacked & -unacked).bit_length() - 2}"
+        return {"cumulativeAckPosition": position}
 
     def metadata(meta: TxnMeta) -> dict[str, Any]:
         produced = {}
@@ -217,8 +223,8 @@ def register(router: Router, ctx: AdminContext) -> None:
         if sub.cursor.is_acked(entry_id):
             return {"state": "MarkDelete"}
         pending = sub.pending_ack
-        whole = pending.cumulative is not None and entry_id <= pending.cumulative[1]
-        whole = whole or any(mask is None for mask in pending.held.get(entry_id, {}).values())
+        # As Pulsar: only individual acks count here, not a pending cumulative ack.
+        whole = any(mask is None for mask in pending.held.get(entry_id, {}).values())
         if batch_index is None or batch_index < 0:
             return {"state": "PendingAck" if whole or entry_id in pending.held else "NotInPendingAck"}
         if whole or pending.held_indexes(entry_id) >> batch_index & 1:

@@ -49,7 +49,8 @@ final class Scenarios {
             "crash_verify", "hang_prepare", "hang_verify", "reader_open_txn", "batch_ack_conflict",
             "aborted_then_committed", "spin_hold", "end_then_die", "end_verify", "keyed_txns", "message_ids",
             "late_send_after_timeout", "end_errors", "missing_namespace_end",
-            "crash_loop", "partial_batch_permits");
+            "crash_loop", "partial_batch_permits",
+            "ack_batch_cumulative", "ack_batch_individual", "ack_two_aborts", "ack_cumulative_open");
 
     /** Scenarios that leave the process with open transactions or unanswered requests on purpose: no close. */
     static final Set<String> LEAVE_OPEN = Set.of("crash_prepare", "hang_prepare", "end_then_die");
@@ -125,6 +126,13 @@ final class Scenarios {
             case "partial_batch_permits" ->
                     new PermitScenarios(client, obs).partialBatchPermits(arg(args, 0), args.contains("txn"),
                             args.contains("Shared") ? SubscriptionType.Shared : SubscriptionType.Failover);
+            case "ack_batch_cumulative" -> acks().batchCumulative(arg(args, 0), Integer.parseInt(arg(args, 1)),
+                    flag(args, 2, "commit"));
+            case "ack_batch_individual" -> acks().batchIndividual(arg(args, 0), subType(args, 1, "Exclusive"),
+                    flag(args, 2, "commit"));
+            case "ack_cumulative_open" -> acks().cumulativeOpen(arg(args, 0), Integer.parseInt(arg(args, 1)));
+            case "ack_two_aborts" -> acks().twoAborts(arg(args, 0), subType(args, 1, "Failover"),
+                    args.contains("batched"), args.contains("cumulative"));
             default -> throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
@@ -757,6 +765,11 @@ final class Scenarios {
     }
 
     // ---------------------------------------------------------------- helpers
+
+    /** The transactional acknowledgement scenarios (AckScenarios), sharing this run's client and closers. */
+    private AckScenarios acks() {
+        return new AckScenarios(client, obs, closers);
+    }
 
     /**
      * Closes the producers and consumers (CLOSE_PRODUCER / CLOSE_CONSUMER), waiting at most {@code seconds}. The
