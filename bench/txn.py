@@ -96,6 +96,8 @@ def with_cpu_shares(figure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 class _Sink:
     """A producer connection that ignores what the engine tells it."""
 
+    writable = True
+
     def close_producer(self, producer: Producer) -> None:
         pass
 

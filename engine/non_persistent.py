@@ -6,8 +6,8 @@ As Pulsar's ``NonPersistentTopic``, ``NonPersistentSubscription`` and ``NonPersi
   ledger 0, entry 0 (there is no position in a log);
 - the message is handed to each subscription as it arrives. Exclusive and Failover give it to the active consumer,
   Shared to the next consumer with permits (round robin by priority), Key_Shared to the consumer owning its key.
-  A consumer without permits does not get it: the message is dropped for that subscription (counted, Pulsar's
-  ``msgDropRate``), never delivered later;
+  A consumer without permits, or whose connection is backed up (it does not read), does not get it: the message is
+  dropped for that subscription (counted, Pulsar's ``msgDropRate``), never delivered later;
 - a subscription lives while it has consumers: the last one leaving removes it, so a consumer subscribing later
   (even at Earliest) only gets what is published from then on;
 - acknowledgements, redelivery requests and seeks have nothing to act on and change nothing;
@@ -81,8 +81,8 @@ class NonPersistentSubscription(ConsumerGroup):
         elif self.single_active:
             consumer = self._active
         else:
-            consumer = self._next_round_robin(lambda c: c.permits > 0)
-        if consumer is None or consumer.permits <= 0:
+            consumer = self._next_round_robin(Consumer.ready)
+        if consumer is None or not consumer.ready():
             self.messages_dropped += entry.num_messages
             return
         consumer.permits -= entry.num_messages

@@ -31,8 +31,11 @@ if TYPE_CHECKING:
     from engine.non_persistent import NonPersistentSubscription
     from engine.topic import Topic
 
-#: Entries one dispatch pass may deliver before it yields to other work.
+#: Entries one dispatch pass may deliver before it yields to other work...
 DISPATCH_BUDGET = 2000
+#: ...and bytes: a connection that stops reading is noticed at the next pass, so this bounds what one consumer can
+#: have buffered beyond its connection's limit.
+DISPATCH_BYTES = 4 * 1024 * 1024
 #: Entries a pass reads from the log at a time.
 READ_CHUNK = 200
 #: Key_Shared: stop reading ahead once this many entries wait for a consumer with no permits.
@@ -72,7 +75,13 @@ class Delivery:
 
 
 class ConsumerSink(Protocol):
-    """Where a consumer's traffic goes: the connection it came on."""
+    """Where a consumer's traffic goes: the connection it came on.
+
+    ``writable`` is False while the connection holds more unsent bytes than it should (its peer does not read):
+    dispatch to its consumers waits until it is True again, and the sink then asks for a dispatch.
+    """
+
+    writable: bool
 
     def deliver(self, consumer: Consumer, deliveries: list[Delivery]) -> None: ...
 
@@ -105,6 +114,10 @@ class Consumer:
     told_end_of_topic: bool = False
     #: Exclusive and Failover: read the topic's compacted view up to its horizon, then the log after it.
     read_compacted: bool = False
+
+    def ready(self) -> bool:
+        """Whether messages may go to this consumer now: it has permits, and its connection is not backed up."""
+        return self.permits > 0 and self.sink.writable
 
 
 def _type_name(sub_type: SubType) -> str:
@@ -461,12 +474,15 @@ class Subscription(ConsumerGroup):
 
     def _dispatch_single(self) -> bool:
         consumer = self._active
-        if consumer is None or consumer.permits <= 0:
+        if consumer is None or not consumer.ready():
             return False
         limit = self.topic.read_limit
         position = self.read_position
         deliveries: list[Delivery] = []
-        while consumer.permits > 0 and position <= limit and len(deliveries) < DISPATCH_BUDGET:
+        size = 0
+        while (
+            consumer.permits > 0 and position <= limit and len(deliveries) < DISPATCH_BUDGET and size < DISPATCH_BYTES
+        ):
             entries = self._read(position, limit, consumer.permits)
             if not entries:
                 position = limit + 1
@@ -479,7 +495,8 @@ class Subscription(ConsumerGroup):
                 deliveries.append(delivery)
                 consumer.pending.add(entry.entry_id)
                 consumer.permits -= delivery.permits
-                if consumer.permits <= 0:
+                size += len(entry.body)
+                if consumer.permits <= 0 or size >= DISPATCH_BYTES:
                     break
         self.read_position = position
         if deliveries:
@@ -489,6 +506,8 @@ class Subscription(ConsumerGroup):
     def _dispatch_spread(self) -> bool:
         out: dict[Consumer, list[Delivery]] = {}
         budget = DISPATCH_BUDGET
+        #: Bytes this pass may still deliver.
+        room = DISPATCH_BYTES
         if self._replay:
             ids = sorted(self._replay)[:budget]
             for entry in self.topic.read_ids(ids):
@@ -500,14 +519,16 @@ class Subscription(ConsumerGroup):
                     self._replay.discard(entry.entry_id)
                     self._assign(out, target, entry)
                     budget -= 1
+                    room -= len(entry.body)
             self._replay.difference_update(e for e in ids if self.cursor.is_acked(e))
         limit = self.topic.read_limit
         position = self.read_position
         blocked = False
-        while budget > 0 and position <= limit and not blocked:
-            if len(self._replay) >= MAX_REPLAY_BACKLOG or not any(c.permits > 0 for c in self.consumers):
+        while budget > 0 and room > 0 and position <= limit and not blocked:
+            ready = [c for c in self.consumers if c.ready()]
+            if len(self._replay) >= MAX_REPLAY_BACKLOG or not ready:
                 break
-            entries = self._read(position, limit, sum(max(c.permits, 0) for c in self.consumers))
+            entries = self._read(position, limit, sum(c.permits for c in ready))
             if not entries:
                 position = limit + 1
                 break
@@ -524,13 +545,14 @@ class Subscription(ConsumerGroup):
                 else:
                     self._assign(out, target, entry)
                     budget -= 1
+                    room -= len(entry.body)
                 position = entry.entry_id + 1
-                if budget <= 0:
+                if budget <= 0 or room <= 0:
                     break
         self.read_position = position
         for consumer, deliveries in out.items():
             self._send(consumer, deliveries)
-        return budget <= 0
+        return budget <= 0 or room <= 0
 
     def _read(self, position: int, limit: int, permits: int) -> list[Entry]:
         """The next entries for ``permits`` messages: as many as the entries read last suggest (Pulsar's
@@ -603,7 +625,7 @@ class Subscription(ConsumerGroup):
     def _select(self, entry: Entry) -> Consumer | None:
         if self.sub_type == SubType.KEY_SHARED:
             consumer = self._owner_of(sticky_hash(entry.sticky_key))
-            if consumer is None or consumer.permits <= 0:
+            if consumer is None or not consumer.ready():
                 return None
             joined_at = self._recently_joined.get(consumer)
             if joined_at is not None:
@@ -612,7 +634,7 @@ class Subscription(ConsumerGroup):
                 elif entry.entry_id >= joined_at:
                     return None
             return consumer
-        return self._next_round_robin(lambda c: c.permits > 0)
+        return self._next_round_robin(Consumer.ready)
 
     # -- figures ----------------------------------------------------------------------------
 

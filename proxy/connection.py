@@ -129,6 +129,9 @@ class PulsarConnection(protocol.Protocol):
         self._outbox: list[bytes] = []
         #: Whether a read is being handled: what it writes is sent when it ends, with no end-of-turn flush.
         self._reading = False
+        #: False while the transport holds more unsent bytes than its buffer size (the peer does not read): no
+        #: messages are dispatched to this connection's consumers meanwhile (see pauseProducing).
+        self.writable = True
         self.protocol_version = 0
         self._handlers: dict[int, Callable[[BaseCommand, bytes | None], None]] = {
             T.PING: self._on_ping,
@@ -161,6 +164,8 @@ class PulsarConnection(protocol.Protocol):
         self.peer = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
         # Responses are small and latency-bound: send them at once, as Pulsar brokers do.
         self.transport.setTcpNoDelay(True)
+        # The transport tells this connection when its peer stops reading (pauseProducing) and reads again.
+        self.transport.registerProducer(self, True)
         self.service.connections.add(self)
         timeouts = self.service.timeouts
         self._keepalive = LoopingCall(self._keepalive_tick)
@@ -231,6 +236,22 @@ class PulsarConnection(protocol.Protocol):
         self.producers.clear()
         self.consumers.clear()
 
+    # -- flow control: Twisted calls these as this connection's transport fills and drains ------------
+
+    def pauseProducing(self) -> None:  # noqa: N802 (Twisted's name)
+        """The peer does not read what is sent: stop dispatching to its consumers."""
+        self.writable = False
+
+    def resumeProducing(self) -> None:  # noqa: N802
+        """The peer read what was queued: dispatch to its consumers again."""
+        self.writable = True
+        for consumer in list(self.consumers.values()):
+            if consumer.subscription is not None:
+                consumer.subscription.dispatch()
+
+    def stopProducing(self) -> None:  # noqa: N802
+        """The connection is going away; connectionLost detaches the consumers."""
+
     def close(self, reason: str) -> None:
         """Close this connection, logging why: flush what is written, then FIN (as Pulsar does).
 
@@ -240,6 +261,8 @@ class PulsarConnection(protocol.Protocol):
             return
         log.warning("[%s] closing connection: %s", self.peer, reason)
         self.flush()
+        # A paused producer would hold the close until the peer reads everything; the grace period bounds it.
+        self.transport.unregisterProducer()
         self.state = State.CLOSED
         self.transport.loseConnection()
         self.service.reactor.callLater(CLOSE_GRACE_SECONDS, self.transport.abortConnection)

@@ -23,6 +23,8 @@ TOPIC = "persistent://public/default/engine-txn"
 class Sink:
     """Records what the engine sends to a consumer or producer connection."""
 
+    writable = True
+
     def __init__(self) -> None:
         self.received: list[tuple[bytes, int]] = []
 
