@@ -140,8 +140,10 @@ class PendingAck:
             partial = cursor.unacked_mask(entry_id)
             if partial is not None and acked & ~partial:
                 raise conflict(f"[{txn}] batch indexes of position {entry_id} have been acked")
+            # A transaction may acknowledge its own held indexes again: clients that acknowledge a batch message by
+            # message in a transaction (the Go client) send ack sets that include the indexes acknowledged before.
             held = self.held.get(entry_id, {})
-            if any(mask is None or mask & acked for mask in held.values()):
+            if any(mask is None or mask & acked for holder, mask in held.items() if holder != txn):
                 raise conflict(f"[{txn}] batch indexes of position {entry_id} are already in pending ack status")
 
     def _check_cumulative(self, txn: TxnId, acks: list[Ack]) -> None:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from engine.clock import ManualClock
+from engine.errors import BrokerError
 from engine.subscription import Consumer, SubType
 from engine.transactions import TxnAction
 from tests.test_engine_transactions import Harness
 from wire.framing import make_body
-from wire.pulsar_api_pb2 import MessageMetadata
+from wire.pulsar_api_pb2 import MessageMetadata, ServerError
 
 
 def _send_batch(h: Harness, size: int) -> None:
@@ -76,3 +79,21 @@ def test_aborted_batch_index_acks_redeliver_each_entry_once(tmp_path: Path) -> N
         sub.pending_ack.acknowledge(txn, consumer, [(0, 0b11111 & ~(1 << index), 5)], cumulative=False)
     h.end(txn, TxnAction.ABORT)
     assert h.sink.received == [(b"batch", 0), (b"batch", 1)]
+
+
+def test_a_transaction_may_acknowledge_its_own_held_indexes_again(tmp_path: Path) -> None:
+    """The Go client acknowledges a batch message by message in a transaction, each ack set including the indexes
+    acknowledged before (Pulsar 4.2.4 accepts them, tests/conformance/test_go_client.py::test_txn_batch_ack_commit);
+    another transaction's ack of a held index is still a conflict."""
+    h = Harness(tmp_path)
+    _send_batch(h, 4)
+    consumer = h.subscribe(sub_type=SubType.SHARED)
+    pending = _subscription(consumer).pending_ack
+    txn, other = h.new_txn(), h.new_txn()
+    pending.acknowledge(txn, consumer, [(0, 0b1110, 4)], cumulative=False)
+    pending.acknowledge(txn, consumer, [(0, 0b1100, 4)], cumulative=False)
+    with pytest.raises(BrokerError) as err:
+        pending.acknowledge(other, consumer, [(0, 0b1101, 4)], cumulative=False)
+    assert err.value.code == ServerError.TransactionConflict
+    h.end(txn, TxnAction.COMMIT)
+    assert _subscription(consumer).cursor.unacked_mask(0) == 0b1100
