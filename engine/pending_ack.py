@@ -145,11 +145,11 @@ class PendingAck:
     def end(self, txn: TxnId, action: TxnAction) -> None:
         """Apply (commit) or release (abort) what ``txn`` holds."""
         state = self.txns.pop(txn, None)
+        if state is None:
+            return  # nothing held, nothing recorded: an id that names no transaction of ours is not written
         sub = self.subscription
         sub.topic.store.stage_pending_ack_removal(sub.topic.topic_id, sub.name, txn)
         sub.topic.broker.request_flush()
-        if state is None:
-            return
         for entry_id, _, _ in state.individual:
             held = self.held.get(entry_id)
             if held is not None:

@@ -252,3 +252,29 @@ def test_an_ack_batch_size_is_bounded() -> None:
     )
     check_command(command)
     assert [mid.batch_size for mid in command.ack.message_id] == [MAX_BATCH_MESSAGES, 3]
+
+
+# -- transaction ids ---------------------------------------------------------------------------------
+
+
+def test_ending_a_transaction_that_holds_nothing_does_not_fail_the_commit_of_others(
+    server: ServerProcess, witness: Witness, raw: RawConnection, topic: str
+) -> None:
+    """Pulsar answers END_TXN_ON_SUBSCRIPTION for an id it does not know with success; a send sharing the commit
+    with it is stored (a txn id beyond a Java long used to fail the whole commit)."""
+    name = _producer(raw, topic)
+    raw.send(T.SUBSCRIBE, topic=topic, subscription="s", subType=0, consumer_id=5, request_id=2)
+    raw.expect(T.SUCCESS)
+    end = make(
+        T.END_TXN_ON_SUBSCRIPTION,
+        request_id=3,
+        txnid_most_bits=U64_MAX,
+        txnid_least_bits=U64_MAX,
+        txn_action=1,
+        subscription={"topic": topic, "subscription": "s"},
+    )
+    metadata = MessageMetadata(producer_name=name, sequence_id=0, publish_time=int(time.time() * 1000))
+    send = encode_payload_command(make(T.SEND, producer_id=1, sequence_id=0, num_messages=1), make_body(metadata, b"m"))
+    raw.send_raw(encode_command(end) + send)  # one read: one commit
+    answers = {raw.read().command.type for _ in range(2)}
+    assert answers == {T.END_TXN_ON_SUBSCRIPTION_RESPONSE, T.SEND_RECEIPT}

@@ -3,10 +3,11 @@
 Raw sessions (each: CONNECT, producers and consumers on a few fuzz topics, then fuzzed frames from
 :class:`tests.fuzz.mutator.Mutator`) run beside a witness (official Python client, its own topic): it sends, waits
 for its message to come back, acknowledges it, and records each round trip. The figures: frames sent and frames/s,
-tracebacks in the server log, witness sends that failed (another client's bytes failing a shared commit), stalls
-(a witness round trip over 1 s), blocked topics (a fuzz topic whose new consumer does not get a message sent after
-it subscribed), the server's peak RSS, the witness's latency, and witness messages lost: at the end the server is
-killed (SIGKILL) and started again, and every message whose send was acknowledged must be there.
+tracebacks in the server log, failed group commits (some client's bytes failing every write of a commit), witness
+sends that failed, stalls (a witness round trip over 1 s), blocked topics (a fuzz topic whose new consumer does not
+get a message sent after it subscribed), the server's peak RSS, the witness's latency, and witness messages lost: at
+the end the server is killed (SIGKILL) and started again, and every message whose send was acknowledged must be
+there.
 
 ``python -m tests.fuzz.harness --frames 1000000`` runs it on a fresh local server and prints the figures
 (``make fuzz``); ``tests/fuzz/test_fuzz.py`` runs a short budget in the default test run.
@@ -52,6 +53,8 @@ class Figures:
     seconds: float = 0.0
     sessions: int = 0
     tracebacks: int = 0
+    #: Group commits that failed (the disk is fine, so some client's bytes failed every write in them).
+    failed_commits: int = 0
     witness_sent: int = 0
     witness_failed_sends: int = 0
     witness_lost: int = 0
@@ -72,6 +75,7 @@ class Figures:
                 f"frames                 {self.frames} in {self.seconds:.1f} s ({self.frames_per_second:.0f} frames/s,"
                 f" {self.sessions} sessions)",
                 f"tracebacks             {self.tracebacks}",
+                f"failed group commits   {self.failed_commits}",
                 f"failed witness sends   {self.witness_failed_sends} of {self.witness_sent}",
                 f"stalls > {STALL_SECONDS:g} s          {self.stalls}",
                 f"blocked topics         {len(self.blocked_topics)} {self.blocked_topics or ''}",
@@ -281,7 +285,9 @@ def run(server: ServerProcess, frames: int, seed: int, sessions: int = 4, second
     figures.rss_peak_mib = rss_peak_mib(server.process.pid)
     abort_transactions(server.port, [txn for session in pool for txn in session.mutator.txns])
     figures.blocked_topics = blocked_topics(server.url, topics)
-    figures.tracebacks = server.log().count("Traceback")
+    log = server.log()
+    figures.tracebacks = log.count("Traceback")
+    figures.failed_commits = log.count("commit failed")
     server.kill()
     server.start()
     stored = stored_witness(server.url, witness.topic)

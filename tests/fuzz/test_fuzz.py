@@ -19,6 +19,7 @@ def test_fuzzed_frames_harm_no_other_client(server_factory: Callable[..., Server
     print(figures.report())
     assert figures.frames > 1000
     assert figures.tracebacks == 0, server.log()[server.log().index("Traceback") - 300 :][:4000]
+    assert figures.failed_commits == 0
     assert figures.witness_sent > 0
     assert figures.witness_failed_sends == 0
     assert figures.stalls == 0
