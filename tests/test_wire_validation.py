@@ -278,3 +278,40 @@ def test_ending_a_transaction_that_holds_nothing_does_not_fail_the_commit_of_oth
     raw.send_raw(encode_command(end) + send)  # one read: one commit
     answers = {raw.read().command.type for _ in range(2)}
     assert answers == {T.END_TXN_ON_SUBSCRIPTION_RESPONSE, T.SEND_RECEIPT}
+
+
+def test_a_transactional_ack_with_a_huge_batch_size_allocates_nothing_in_proportion(
+    server_factory: Callable[..., Server], topic: str
+) -> None:
+    """batch_size 2^31-1 used to become a mask of 2^31 bits (256 MiB) in the pending ack, then at commit."""
+    server = server_factory()
+    assert isinstance(server, ServerProcess) and server.process is not None
+    conn = RawConnection(server.port)
+    conn.handshake()
+    name = _producer(conn, topic)
+    assert _send(conn, name, 0).type == T.SEND_RECEIPT
+    conn.send(T.SUBSCRIBE, topic=topic, subscription="sub", subType=1, consumer_id=5, request_id=2, initialPosition=1)
+    conn.expect(T.SUCCESS)
+    conn.send(T.FLOW, consumer_id=5, messagePermits=10)
+    message_id = conn.expect(T.MESSAGE).message.message_id
+    conn.send(T.TC_CLIENT_CONNECT_REQUEST, request_id=3, tc_id=0)
+    conn.expect(T.TC_CLIENT_CONNECT_RESPONSE)
+    conn.send(T.NEW_TXN, request_id=4, tc_id=0, txn_ttl_millis=60_000)
+    new = conn.expect(T.NEW_TXN_RESPONSE).newTxnResponse
+    txn = {"txnid_most_bits": new.txnid_most_bits, "txnid_least_bits": new.txnid_least_bits}
+    conn.send(T.ADD_SUBSCRIPTION_TO_TXN, request_id=5, subscription=[{"topic": topic, "subscription": "sub"}], **txn)
+    assert not conn.expect(T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE).addSubscriptionToTxnResponse.HasField("error")
+    before = _rss_peak_mib(server.process.pid)
+    ack = {"ledgerId": message_id.ledgerId, "entryId": message_id.entryId, "batch_size": (1 << 31) - 1, "ack_set": [-2]}
+    conn.send(T.ACK, consumer_id=5, ack_type=CommandAck.Individual, message_id=[ack], request_id=6, **txn)
+    assert not conn.expect(T.ACK_RESPONSE).ackResponse.HasField("error")
+    conn.send(T.END_TXN, request_id=7, txn_action=0, **txn)  # commit
+    assert not conn.expect(T.END_TXN_RESPONSE).endTxnResponse.HasField("error")
+    conn.assert_open()
+    assert _rss_peak_mib(server.process.pid) - before < 64
+    conn.close()
+
+
+def _rss_peak_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:"))
