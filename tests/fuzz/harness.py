@@ -243,19 +243,23 @@ def stored_witness(url: str, topic: str) -> set[bytes]:
         client.close()
 
 
-def abort_transactions(port: int, txns: list[tuple[int, int]]) -> None:
+def abort_transactions(port: int, txns: list[tuple[int, int]], timeout: float = 60.0) -> None:
     """Abort the transactions the sessions opened, so that none holds a topic back when the topics are checked."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        parts = [
-            frame(T.CONNECT, client_version="fuzz", protocol_version=20),
-            frame(T.TC_CLIENT_CONNECT_REQUEST, request_id=1, tc_id=0),
-        ]
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        parts = [frame(T.CONNECT, client_version="fuzz", protocol_version=20)]
+        parts += [frame(T.TC_CLIENT_CONNECT_REQUEST, request_id=1, tc_id=tc) for tc in sorted({m for m, _ in txns})]
         parts += [
             frame(T.END_TXN, request_id=10 + i, txnid_most_bits=most, txnid_least_bits=least, txn_action=1)
             for i, (most, least) in enumerate(txns)
         ]
         sock.sendall(b"".join(parts))
-        time.sleep(1)
+        decoder = FrameDecoder()
+        answered = 0
+        while answered < len(txns):
+            data = sock.recv(1 << 20)
+            if not data:
+                raise RuntimeError("the server closed the connection that aborts the fuzzer's transactions")
+            answered += sum(item.command.type == T.END_TXN_RESPONSE for item in decoder.feed(data))
 
 
 def run(server: ServerProcess, frames: int, seed: int, sessions: int = 4, seconds: float | None = None) -> Figures:
@@ -283,7 +287,7 @@ def run(server: ServerProcess, frames: int, seed: int, sessions: int = 4, second
         witness.close()
     figures.sessions = sum(session.opened for session in pool)
     figures.rss_peak_mib = rss_peak_mib(server.process.pid)
-    abort_transactions(server.port, [txn for session in pool for txn in session.mutator.txns])
+    abort_transactions(server.port, sorted({txn for session in pool for txn in session.mutator.opened}))
     figures.blocked_topics = blocked_topics(server.url, topics)
     log = server.log()
     figures.tracebacks = log.count("Traceback")

@@ -73,8 +73,10 @@ class Mutator:
         self.topics = topics
         self.rate = rate
         self.kinds = client_command_types()
-        #: Transactions the server opened for this session (from NEW_TXN_RESPONSE), reused by later commands.
+        #: The latest transactions the server opened for this session (from NEW_TXN_RESPONSE), for later commands.
         self.txns: list[tuple[int, int]] = []
+        #: Every transaction the server opened for this session, to be aborted at the end of a run.
+        self.opened: set[tuple[int, int]] = set()
         #: Entry ids the server gave (receipts and messages), for ACK, SEEK and REDELIVER.
         self.entries: list[tuple[int, int]] = [(0, 0)]
 
@@ -105,7 +107,7 @@ class Mutator:
         """A value a well-behaved client could send, pointed at this session's producers, consumers and topics."""
         rng = self.rng
         name = field.name
-        if name in ("topic", "original_principal") or name.endswith("topic"):
+        if name in ("topic", "partitions") or name.endswith("topic"):
             return rng.choice(self.topics)
         if name == "namespace":
             return "public/default"
@@ -114,10 +116,10 @@ class Mutator:
         if name in ("txnid_most_bits", "txnid_least_bits") and self.txns:
             most, least = rng.choice(self.txns)
             return most if name == "txnid_most_bits" else least
-        if name in _ID_FIELDS or name in ("ledgerId",):
+        if name in _ID_FIELDS:
             return rng.randint(0, 3)
-        if name == "entryId":
-            return rng.choice(self.entries)[1]
+        if name in ("ledgerId", "entryId"):
+            return rng.choice(self.entries)[name == "entryId"]
         if name == "messagePermits":
             return rng.randint(1, 100)
         if field.type == FieldDescriptor.TYPE_ENUM:
@@ -254,9 +256,11 @@ class Mutator:
         kind = command.type
         if kind == T.NEW_TXN_RESPONSE and not command.newTxnResponse.HasField("error"):
             response = command.newTxnResponse
-            self.txns.append((response.txnid_most_bits, response.txnid_least_bits))
+            txn = (response.txnid_most_bits, response.txnid_least_bits)
+            self.txns.append(txn)
+            self.opened.add(txn)
             del self.txns[:-20]
-        elif kind == T.SEND_RECEIPT:
-            message_id = command.send_receipt.message_id
+        elif kind in (T.SEND_RECEIPT, T.MESSAGE):
+            message_id = command.send_receipt.message_id if kind == T.SEND_RECEIPT else command.message.message_id
             self.entries.append((message_id.ledgerId, message_id.entryId))
             del self.entries[:-50]
