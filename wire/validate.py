@@ -13,6 +13,7 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from wire.commands import FIELD_OF_TYPE
 from wire.framing import MAX_MESSAGE_SIZE, ProtocolError
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata
 
@@ -50,6 +51,14 @@ def _reaches_string(descriptor: Descriptor, seen: set[Descriptor]) -> bool:
     )
 
 
+#: Command types that hold no string, whose commands need no look at their strings (SEND, FLOW, ...).
+_WITHOUT_STRINGS = frozenset(
+    kind
+    for kind, name in FIELD_OF_TYPE.items()
+    if not _has_strings(BaseCommand.DESCRIPTOR.fields_by_name[name].message_type)
+)
+
+
 def normalize_strings(message: Any) -> None:
     """Decode every ``string`` field that is not UTF-8 with U+FFFD replacement characters, as Pulsar's broker does."""
     if not _has_strings(message.DESCRIPTOR):
@@ -68,16 +77,17 @@ def normalize_strings(message: Any) -> None:
 
 
 def check_command(command: BaseCommand) -> None:
-    """Normalise a decoded command in place before it is handled; raises :class:`ProtocolError` where Pulsar closes
-    the connection."""
+    """Normalise a decoded command in place before it is handled."""
     kind = command.type
-    if kind == BaseCommand.SEND:
-        return  # no strings; its message metadata is read by the functions below
-    normalize_strings(command)
     if kind == BaseCommand.ACK:
-        for message_id in command.ack.message_id:
+        ack = command.ack
+        for message_id in ack.message_id:
             if message_id.batch_size > MAX_BATCH_MESSAGES:
                 message_id.batch_size = MAX_BATCH_MESSAGES
+        if ack.properties:
+            normalize_strings(ack)
+    elif kind not in _WITHOUT_STRINGS:
+        normalize_strings(command)
 
 
 def flow_permits(permits: int) -> int:
