@@ -2,12 +2,12 @@
 
 Raw sessions (each: CONNECT, producers and consumers on a few fuzz topics, then fuzzed frames from
 :class:`tests.fuzz.mutator.Mutator`) run beside a witness (official Python client, its own topic): it sends, waits
-for its message to come back, acknowledges it, and records each round trip. The figures: frames sent and frames/s,
-tracebacks in the server log, failed group commits (some client's bytes failing every write of a commit), witness
-sends that failed, stalls (a witness round trip over 1 s), blocked topics (a fuzz topic whose new consumer does not
-get a message sent after it subscribed), the server's peak RSS, the witness's latency, and witness messages lost: at
-the end the server is killed (SIGKILL) and started again, and every message whose send was acknowledged must be
-there.
+for its message to come back, acknowledges it, and records each round trip. The figures: frames the server read
+and frames/s, tracebacks in the server log, failed group commits (some client's bytes failing every write of a
+commit), witness sends that failed, stalls (a witness round trip over 1 s), blocked topics (a fuzz topic whose new
+consumer does not get a message sent after it subscribed), the server's peak RSS, the witness's latency, and witness
+messages lost: at the end the server is killed (SIGKILL) and started again, and every message whose send was
+acknowledged must be there.
 
 ``python -m tests.fuzz.harness --frames 1000000`` runs it on a fresh local server and prints the figures
 (``make fuzz``); ``tests/fuzz/test_fuzz.py`` runs a short budget in the default test run.
@@ -34,7 +34,7 @@ import pulsar
 from tests.conftest import make_client
 from tests.fuzz.mutator import Mutator
 from tests.server_process import ServerProcess
-from wire.commands import frame
+from wire.commands import frame, payload_of
 from wire.framing import FrameDecoder, ProtocolError
 from wire.pulsar_api_pb2 import BaseCommand
 
@@ -43,6 +43,9 @@ T = BaseCommand
 STALL_SECONDS = 1.0
 #: Frames written to a socket together, before the answers are read.
 BURST = 16
+#: Bursts a session may have sent before their PONG is back.
+MAX_BURSTS_IN_FLIGHT = 4
+_PING = frame(T.PING)
 
 
 @dataclass
@@ -62,6 +65,8 @@ class Figures:
     blocked_topics: list[str] = field(default_factory=list)
     rss_peak_mib: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
+    #: The server's answers to the fuzzed sessions by command type (``/error`` when failed).
+    answers: collections.Counter[str] = field(default_factory=collections.Counter)
 
     @property
     def frames_per_second(self) -> float:
@@ -132,7 +137,12 @@ class Witness(threading.Thread):
 
 
 class Session:
-    """One raw connection sending fuzzed frames; reconnects when the server closes it."""
+    """One raw connection sending fuzzed frames; reconnects when the server closes it.
+
+    Each burst ends with a PING: its PONG says the server has read every frame of the burst, which is when they
+    are counted (frames after one that closes the connection are never read, so never counted). At most
+    ``MAX_BURSTS_IN_FLIGHT`` bursts wait for their PONG, so the frames sent are the frames the server reads.
+    """
 
     def __init__(self, port: int, mutator: Mutator) -> None:
         self.port = port
@@ -140,11 +150,16 @@ class Session:
         self.sock: socket.socket | None = None
         self.decoder = FrameDecoder()
         self.opened = 0
+        #: Frames in each burst sent whose PONG has not come back yet, oldest first.
+        self.in_flight: collections.deque[int] = collections.deque()
+        #: Frames the server has read.
+        self.handled = 0
 
     def open(self) -> None:
         self.close()
         self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
         self.decoder = FrameDecoder()
+        self.mutator.ready.clear()
         self.opened += 1
         setup = [frame(T.CONNECT, client_version="fuzz", protocol_version=20)]
         for index, topic in enumerate(self.mutator.topics):
@@ -160,45 +175,66 @@ class Session:
                     initialPosition=index % 2,
                 )
             )
-            setup.append(frame(T.FLOW, consumer_id=index, messagePermits=1000))
+            setup.append(frame(T.FLOW, consumer_id=index, messagePermits=20))
         setup.append(frame(T.TC_CLIENT_CONNECT_REQUEST, request_id=3000, tc_id=0))
         setup.append(frame(T.NEW_TXN, request_id=3001, tc_id=0, txn_ttl_millis=30000))
         self.sock.sendall(b"".join(setup))
+        # The producers' answers first: the mutator sends to the producers that are ready (another session's
+        # exclusive producer, a fuzzed one, may hold a topic).
+        producers = set(range(1000, 1000 + len(self.mutator.topics)))
+        while producers:
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise ConnectionResetError("closed by the server while the session was set up")
+            for item in self.decoder.feed(data):
+                self.mutator.learn(item.command)
+                request_id = getattr(payload_of(item.command), "request_id", None)
+                if item.command.type in (T.PRODUCER_SUCCESS, T.ERROR):
+                    producers.discard(request_id)
 
     def close(self) -> None:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+        self.in_flight.clear()
 
-    def burst(self) -> int:
-        """Send a burst of fuzzed frames and read what came back; frames sent."""
-        if self.sock is None:
-            self.open()
-        frames = [self.mutator.frame() for _ in range(BURST)]
+    def burst(self) -> None:
+        """Send a burst of fuzzed frames, then read what came back (waiting while too many bursts are unread)."""
+        frames: list[bytes] = []
+        while len(frames) < BURST:
+            frames += self.mutator.frames()
         try:
-            self.sock.sendall(b"".join(frames))  # type: ignore[union-attr]
-            self.drain()
+            if self.sock is None:
+                self.open()
+            self.sock.sendall(b"".join(frames) + _PING)  # type: ignore[union-attr]
+            self.in_flight.append(len(frames))
+            self.drain(wait=len(self.in_flight) > MAX_BURSTS_IN_FLIGHT)
         except (OSError, ProtocolError):
             self.close()
-        return len(frames)
 
-    def drain(self) -> None:
-        """Read the answers that arrived (the server must never buffer them for us without bound)."""
+    def drain(self, wait: bool) -> None:
+        """Read the answers that arrived; with ``wait``, until a burst is answered (or ``STALL_SECONDS`` pass)."""
         assert self.sock is not None
-        self.sock.setblocking(False)
+        outstanding = len(self.in_flight)
+        self.sock.settimeout(STALL_SECONDS if wait else 0.0)
         try:
             while True:
                 try:
                     data = self.sock.recv(1 << 20)
-                except BlockingIOError:
+                except (BlockingIOError, TimeoutError):
                     return
                 if not data:
                     raise ConnectionResetError("closed by the server")
                 for item in self.decoder.feed(data):
+                    if item.command.type == T.PONG and self.in_flight:
+                        self.handled += self.in_flight.popleft()
                     self.mutator.learn(item.command)
+                if wait and len(self.in_flight) < outstanding:
+                    wait = False
+                    self.sock.settimeout(0.0)
         finally:
             if self.sock is not None:
-                self.sock.setblocking(True)
+                self.sock.settimeout(10)
 
 
 def rss_peak_mib(pid: int) -> float:
@@ -277,7 +313,8 @@ def run(server: ServerProcess, frames: int, seed: int, sessions: int = 4, second
     try:
         while figures.frames < frames and (deadline is None or time.monotonic() < deadline):
             for session in pool:
-                figures.frames += session.burst()
+                session.burst()
+            figures.frames = sum(session.handled for session in pool)
             if witness.stop.is_set() or not witness.is_alive():
                 break
     finally:
@@ -286,6 +323,8 @@ def run(server: ServerProcess, frames: int, seed: int, sessions: int = 4, second
             session.close()
         witness.close()
     figures.sessions = sum(session.opened for session in pool)
+    for session in pool:
+        figures.answers.update(session.mutator.answers)
     figures.rss_peak_mib = rss_peak_mib(server.process.pid)
     abort_transactions(server.port, sorted({txn for session in pool for txn in session.mutator.opened}))
     figures.blocked_topics = blocked_topics(server.url, topics)
@@ -316,6 +355,9 @@ def main() -> None:
                 for line in server.log().splitlines()
                 if "closing connection: " in line
             )
+            print("\nanswers to the fuzzed sessions, by type:")
+            for name, count in sorted(figures.answers.items()):
+                print(f"  {count:7d}  {name}")
             print("\nconnections closed by the server, by reason:")
             for reason, count in reasons.most_common(15):
                 print(f"  {count:7d}  {reason[:150]}")

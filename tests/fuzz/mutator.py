@@ -9,6 +9,7 @@ compression headers and truncated or oversized payloads; a few frames are damage
 
 from __future__ import annotations
 
+import collections
 import random
 import struct
 import time
@@ -17,7 +18,7 @@ import crc32c
 from google.protobuf.descriptor import FieldDescriptor
 
 from wire.batch import build_batch
-from wire.commands import FIELD_OF_TYPE
+from wire.commands import FIELD_OF_TYPE, make
 from wire.compression import compress
 from wire.framing import MAX_MESSAGE_SIZE, encode_command, encode_payload_command, make_body
 from wire.pulsar_api_pb2 import BaseCommand, CompressionType, MessageMetadata, SingleMessageMetadata
@@ -27,8 +28,8 @@ T = BaseCommand
 BAD_UTF8_MARK = b"~\x7f~"
 _BAD_UTF8 = b"\xff\xfe\xc3"
 #: Not drawn as generic commands: CONNECT opens each session, SEND is built by ``send_frame``, ERROR is only sent by
-#: servers (its name lacks the suffixes below), AUTH_RESPONSE is inert.
-_SKIP = {T.CONNECT, T.CONNECTED, T.SEND, T.ERROR, T.AUTH_CHALLENGE, T.AUTH_RESPONSE}
+#: servers (its name lacks the suffixes below), the harness ends each burst with a PING, AUTH_RESPONSE is inert.
+_SKIP = {T.CONNECT, T.CONNECTED, T.SEND, T.ERROR, T.PING, T.AUTH_CHALLENGE, T.AUTH_RESPONSE}
 _SERVER_ONLY_SUFFIXES = ("_RESPONSE", "_RECEIPT", "SUCCESS", "_ERROR", "CONNECTED")
 _INT_BOUNDS = {
     FieldDescriptor.TYPE_INT32: (-(1 << 31), (1 << 31) - 1),
@@ -77,6 +78,10 @@ class Mutator:
         self.txns: list[tuple[int, int]] = []
         #: Every transaction the server opened for this session, to be aborted at the end of a run.
         self.opened: set[tuple[int, int]] = set()
+        #: Producer ids of this connection the server made ready (SENDs go to them; a SEND to another closes it).
+        self.ready: set[int] = set()
+        #: The server's answers by command type, ``/error`` when they carry an error: how deep the frames reached.
+        self.answers: collections.Counter[str] = collections.Counter()
         #: Entry ids the server gave (receipts and messages), for ACK, SEEK and REDELIVER.
         self.entries: list[tuple[int, int]] = [(0, 0)]
 
@@ -176,6 +181,47 @@ class Mutator:
 
     # -- frames ------------------------------------------------------------------------------------
 
+    def frames(self) -> list[bytes]:
+        """The next fuzzed frames: mostly one, sometimes a transaction's life on one topic."""
+        if self.txns and self.ready and self.rng.random() < 0.05:
+            return self.txn_sequence()
+        return [self.frame()]
+
+    def txn_sequence(self) -> list[bytes]:
+        """A transaction the server opened, on one fuzz topic, some commands mutated: add the partition, send in
+        it, add the subscription, acknowledge in it, and (mostly) commit or abort it."""
+        rng = self.rng
+        most, least = rng.choice(self.txns)
+        txn = {"txnid_most_bits": most, "txnid_least_bits": least}
+        index = rng.choice(sorted(self.ready))
+        topic = self.topics[index]
+        ledger, entry = rng.choice(self.entries)
+        commands = [
+            make(T.ADD_PARTITION_TO_TXN, request_id=rng.randint(0, 3), partitions=[topic], **txn),
+            make(
+                T.ADD_SUBSCRIPTION_TO_TXN,
+                request_id=rng.randint(0, 3),
+                subscription=[{"topic": topic, "subscription": f"fz-{index % 2}"}],
+                **txn,
+            ),
+            make(
+                T.ACK,
+                consumer_id=index,
+                ack_type=rng.randrange(2),
+                message_id=[{"ledgerId": ledger, "entryId": entry}],
+                request_id=rng.randint(0, 3),
+                **txn,
+            ),
+        ]
+        if rng.random() < 0.8:
+            commands.append(make(T.END_TXN, request_id=rng.randint(0, 3), txn_action=rng.randrange(2), **txn))
+        for command in commands:
+            if rng.random() < 0.3:
+                self.mutate(getattr(command, FIELD_OF_TYPE[command.type]))
+        data = [encode_command(command).replace(BAD_UTF8_MARK, _BAD_UTF8) for command in commands]
+        data.insert(1, self.send_frame(index, (most, least)))
+        return data
+
     def frame(self) -> bytes:
         """One fuzzed frame."""
         rng = self.rng
@@ -190,6 +236,8 @@ class Mutator:
             payload.SetInParent()
             if rng.random() < 0.7:
                 self.mutate(payload)
+            if kind == T.CLOSE_PRODUCER:
+                self.ready.discard(payload.producer_id)
             data = encode_command(command)
         data = data.replace(BAD_UTF8_MARK, _BAD_UTF8)
         if rng.random() < 0.01:
@@ -208,8 +256,8 @@ class Mutator:
             return struct.pack(">I", cut - 4) + data[4:cut]
         return struct.pack(">I", rng.choice([0, 3, MAX_MESSAGE_SIZE * 2])) + data[4:]
 
-    def send_frame(self) -> bytes:
-        """A SEND with mutated metadata, batch and payload."""
+    def send_frame(self, producer_id: int | None = None, txn: tuple[int, int] | None = None) -> bytes:
+        """A SEND with mutated metadata, batch and payload (from ``producer_id`` in ``txn`` if given)."""
         rng = self.rng
         sequence_id = rng.randint(0, 1 << 20)
         metadata = MessageMetadata(
@@ -239,13 +287,19 @@ class Mutator:
             payload += rng.randbytes(rng.choice([1000, 100_000]))
         command = BaseCommand(type=T.SEND)
         send = command.send
-        send.producer_id = rng.randint(0, 3)
+        if producer_id is None:
+            producer_id = rng.choice(sorted(self.ready)) if self.ready and rng.random() < 0.99 else rng.randint(0, 3)
+        send.producer_id = producer_id
         send.sequence_id = sequence_id
         send.num_messages = count
-        if rng.random() < 0.2 and self.txns:
-            send.txnid_most_bits, send.txnid_least_bits = rng.choice(self.txns)
+        if txn is None and rng.random() < 0.2 and self.txns:
+            txn = rng.choice(self.txns)
+        if txn is not None:
+            send.txnid_most_bits, send.txnid_least_bits = txn
         if rng.random() < 0.3:
             self.mutate(send)
+            if rng.random() < 0.9:
+                send.producer_id = producer_id  # a SEND to a producer that is not ready closes the connection
         body = make_body(metadata.SerializeToString().replace(BAD_UTF8_MARK, _BAD_UTF8), payload)
         if rng.random() < 0.02:
             body = body[:2] + struct.pack(">I", crc32c.crc32c(body) ^ 1) + body[6:]
@@ -254,6 +308,18 @@ class Mutator:
     def learn(self, command: BaseCommand) -> None:
         """Remember transactions and entries the server named, so that later commands can name them."""
         kind = command.type
+        payload = getattr(command, FIELD_OF_TYPE[kind])
+        failed = any(
+            payload.HasField(name) for name in ("error", "error_code") if name in payload.DESCRIPTOR.fields_by_name
+        )
+        self.answers[T.Type.Name(kind) + ("/error" if failed else "")] += 1
+        if kind == T.PRODUCER_SUCCESS and command.producer_success.producer_ready:
+            # The session's own producers: request 1000 + i created producer i on topic i (see the harness).
+            index = command.producer_success.request_id - 1000
+            if 0 <= index < len(self.topics):
+                self.ready.add(index)
+        elif kind == T.CLOSE_PRODUCER:
+            self.ready.discard(command.close_producer.producer_id)
         if kind == T.NEW_TXN_RESPONSE and not command.newTxnResponse.HasField("error"):
             response = command.newTxnResponse
             txn = (response.txnid_most_bits, response.txnid_least_bits)
