@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container demo conformance crash-loop clean
+.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container demo conformance crash-loop fuzz model clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -69,6 +69,11 @@ bench-compare: $(VENV)/.installed-test
 ## bench-container: container start to the first CONNECT answered (Docker, else podman set up as root)
 bench-container: $(VENV)/.installed-test
 	compose/with-engine.sh sh -c '$(BIN)/python compose/build_image.py && $(BIN)/python bench/container.py $(ARGS)'
+
+## fuzz: 1,000,000 mutated frames beside an official-client witness, then a kill and restart; prints frames/s,
+## tracebacks, failed witness sends, stalls, blocked topics, RSS peak, witness latency and losses (ARGS="--seed 7")
+fuzz: $(VENV)/.installed-test
+	$(BIN)/python -m tests.fuzz.harness --frames 1000000 $(ARGS)
 
 ## bench: the core messaging benchmark
 bench: $(VENV)/.installed-test

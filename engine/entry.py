@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from wire.framing import stored_metadata
 from wire.pulsar_api_pb2 import MessageMetadata
+from wire.validate import batch_count, java_long
 
 #: The sticky key of a message with neither ordering key nor partition key (as Pulsar does).
 NONE_KEY = b"NONE_KEY"
@@ -47,9 +48,9 @@ class Entry:
         return cls(
             entry_id,
             body,
-            meta.num_messages_in_batch,
+            batch_count(meta),
             has("num_messages_in_batch"),
-            meta.publish_time,
+            java_long(meta.publish_time),
             key,
             txn,
             meta.marker_type,

@@ -15,6 +15,12 @@ _DOMAINS = ("persistent", "non-persistent")
 DEFAULT_NAMESPACE = "public/default"
 
 
+def valid_namespace(name: str) -> bool:
+    """Whether ``tenant/namespace`` (or the older ``tenant/cluster/namespace``) is a namespace name Pulsar accepts."""
+    parts = name.split("/")
+    return len(parts) in (2, 3) and all(_NAMED.match(part) for part in parts)
+
+
 @dataclass(frozen=True, slots=True)
 class TopicName:
     """A parsed, validated topic name."""

@@ -167,11 +167,11 @@ class PendingAck:
     def end(self, txn: TxnId, action: TxnAction) -> None:
         """Commit (apply) or abort (release) what ``txn`` holds; the transaction is then forgotten here."""
         state = self.txns.pop(txn, None)
+        if state is None:
+            return  # nothing held, nothing recorded: an id that names no transaction of ours is not written
         sub = self.subscription
         sub.topic.store.stage_pending_ack_removal(sub.topic.topic_id, sub.name, txn)
         sub.topic.broker.request_flush()
-        if state is None:
-            return
         for entry_id in state.individual:
             held = self.held.get(entry_id)
             if held is not None:

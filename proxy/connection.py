@@ -21,7 +21,7 @@ from twisted.python.failure import Failure
 
 from engine.cursor import mask_to_words, words_to_mask
 from engine.errors import BrokerError
-from engine.names import TopicName
+from engine.names import TopicName, valid_namespace
 from engine.subscription import Consumer, Delivery, SubType
 from engine.topic import DUPLICATE, AccessMode, Producer
 from proxy.transactions import TransactionCommands, transactional_ack
@@ -42,6 +42,7 @@ from wire.pulsar_api_pb2 import (
     KeySharedMode,
     ServerError,
 )
+from wire.validate import check_command, flow_permits
 
 if TYPE_CHECKING:
     from proxy.server import BrokerService
@@ -299,6 +300,7 @@ class PulsarConnection(protocol.Protocol):
     # -- dispatch -----------------------------------------------------------------------------
 
     def _handle(self, command: BaseCommand, body: bytes | None) -> None:
+        check_command(command)
         kind = command.type
         if self.state is State.AWAITING_CONNECT:
             if kind != T.CONNECT:
@@ -564,7 +566,7 @@ class PulsarConnection(protocol.Protocol):
         if consumer is None:
             log.info("[%s] FLOW for unknown consumer %d", self.peer, request.consumer_id)
             return
-        consumer.subscription.flow(consumer, request.messagePermits)  # type: ignore[union-attr]
+        consumer.subscription.flow(consumer, flow_permits(request.messagePermits))  # type: ignore[union-attr]
 
     def _on_ack(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.ack
@@ -687,6 +689,9 @@ class PulsarConnection(protocol.Protocol):
 
     def _on_get_topics_of_namespace(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.getTopicsOfNamespace
+        if not valid_namespace(request.namespace):
+            # Pulsar's NamespaceName throws on it, and the exception closes the connection.
+            raise ProtocolError(f"invalid namespace name {request.namespace!r}")
         topics = []
         if request.mode != CommandGetTopicsOfNamespace.NON_PERSISTENT:
             topics += self.broker.topics_of_namespace(request.namespace)

@@ -10,6 +10,7 @@ import zlib
 
 import cramjam
 
+from wire.framing import MAX_MESSAGE_SIZE
 from wire.pulsar_api_pb2 import CompressionType
 
 #: Decoders that write into a buffer and return how many bytes they wrote.
@@ -24,10 +25,15 @@ class CompressionError(ValueError):
     """A payload that does not decompress to its stated size, or a codec this module does not know."""
 
 
-def decompress(kind: int, payload: bytes, size: int) -> bytes:
-    """``payload`` decompressed with codec ``kind`` (``CompressionType``); ``size`` is the uncompressed size."""
+def decompress(kind: int, payload: bytes, size: int, limit: int = MAX_MESSAGE_SIZE) -> bytes:
+    """``payload`` decompressed with codec ``kind`` (``CompressionType``); ``size`` is the uncompressed size.
+
+    A stated size above ``limit`` (the max message size) is refused before anything is allocated for it.
+    """
     if kind == CompressionType.NONE:
         return payload
+    if size > limit:
+        raise CompressionError(f"uncompressed size {size} exceeds the max message size {limit}")
     # Never more than the stated size: a payload that holds more than it claims cannot take more memory.
     if kind == CompressionType.ZLIB:
         stream = zlib.decompressobj()

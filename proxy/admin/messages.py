@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import UTC, datetime
 
 from twisted.web import http_headers
 
@@ -18,6 +17,7 @@ from proxy.admin.http import AdminError, Reply
 from wire.compression import CompressionError, decompress
 from wire.framing import split_body
 from wire.pulsar_api_pb2 import MessageMetadata
+from wire.validate import java_long, normalize_strings
 
 #: Header names whose case Pulsar clients rely on (the Java admin client finds ``X-Pulsar-PROPERTY`` by an exact
 #: comparison), written as Pulsar writes them.
@@ -58,9 +58,32 @@ _keep_header_case(HEADERS)
 
 
 def pulsar_time(ms: int) -> str:
-    """Epoch milliseconds as Pulsar's ``DateFormatter`` writes them (ISO 8601 with offset)."""
-    text = datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
-    return text.replace("+00:00", "Z")
+    """Epoch milliseconds (a Java ``long``) as Pulsar's ``DateFormatter`` writes them: ISO 8601 in UTC, the fraction
+    only when not zero, a year past 9999 signed, over the whole range of a ``long``."""
+    seconds, millis = divmod(java_long(ms), 1000)
+    days, seconds = divmod(seconds, 86400)
+    year, month, day = _civil(days)
+    if year > 9999:
+        year_text = f"+{year}"
+    elif year < 0:
+        year_text = f"-{-year:04d}"
+    else:
+        year_text = f"{year:04d}"
+    fraction = f".{millis:03d}" if millis else ""
+    hour, minute, second = seconds // 3600, seconds // 60 % 60, seconds % 60
+    return f"{year_text}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}{fraction}Z"
+
+
+def _civil(days: int) -> tuple[int, int, int]:
+    """Year, month and day of the proleptic Gregorian calendar ``days`` after 1970-01-01 (any integer)."""
+    days += 719468  # from 0000-03-01
+    era, day_of_era = divmod(days, 146097)
+    year_of_era = (day_of_era - day_of_era // 1460 + day_of_era // 36524 - day_of_era // 146096) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    month_index = (5 * day_of_year + 2) // 153  # 0 is March
+    day = day_of_year - (153 * month_index + 2) // 5 + 1
+    month = month_index + 3 if month_index < 10 else month_index - 9
+    return year_of_era + era * 400 + (month <= 2), month, day
 
 
 def uncompressed(meta: MessageMetadata, payload: bytes) -> bytes:
@@ -74,6 +97,7 @@ def uncompressed(meta: MessageMetadata, payload: bytes) -> bytes:
 def entry_reply(topic: Topic, entry: Entry) -> Reply:
     """An entry as the admin API returns a message."""
     meta, payload = split_body(entry.body)
+    normalize_strings(meta)
     headers = [("X-Pulsar-Message-ID", f"{topic.ledger_id}:{entry.entry_id}")]
     if meta.properties:
         headers.append(("X-Pulsar-PROPERTY", json.dumps({kv.key: kv.value for kv in meta.properties})))

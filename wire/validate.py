@@ -1,0 +1,106 @@
+"""What a client sent, read as Pulsar's broker reads it: range checks and normalisation at the wire boundary.
+
+Pulsar's broker is Java: its protobuf code decodes a ``string`` field that is not UTF-8 with U+FFFD replacement
+characters (Python's protobuf hands such a field over as ``bytes``), and it reads every ``uint64`` as a signed
+``long`` and every ``uint32`` as a signed ``int``. :func:`check_command` runs once on every decoded command, before
+any handler sees it; the other functions are the conversions the handlers and the engine apply to single fields.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+from wire.commands import FIELD_OF_TYPE
+from wire.framing import MAX_MESSAGE_SIZE, ProtocolError
+from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata
+
+#: The most messages a batch can hold: each takes at least 6 bytes of a payload no larger than the max message size
+#: ([u32 size][SingleMessageMetadata with its required payload_size]). Counts above it are not believed.
+MAX_BATCH_MESSAGES = MAX_MESSAGE_SIZE // 6
+
+_STRING = FieldDescriptor.TYPE_STRING
+_MESSAGE = FieldDescriptor.TYPE_MESSAGE
+
+
+def java_long(value: int) -> int:
+    """A ``uint64`` field as Java reads it: a signed 64-bit ``long``."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def java_int(value: int) -> int:
+    """A ``uint32`` field as Java reads it: a signed 32-bit ``int``."""
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+@cache
+def _has_strings(descriptor: Descriptor) -> bool:
+    """Whether a message type holds a ``string`` field, itself or in a message it contains."""
+    return _reaches_string(descriptor, set())
+
+
+def _reaches_string(descriptor: Descriptor, seen: set[Descriptor]) -> bool:
+    if descriptor in seen:  # a message type that contains itself (MessageIdData)
+        return False
+    seen.add(descriptor)
+    return any(
+        field.type == _STRING or (field.type == _MESSAGE and _reaches_string(field.message_type, seen))
+        for field in descriptor.fields
+    )
+
+
+#: Command types that hold no string, whose commands need no look at their strings (SEND, FLOW, ...).
+_WITHOUT_STRINGS = frozenset(
+    kind
+    for kind, name in FIELD_OF_TYPE.items()
+    if not _has_strings(BaseCommand.DESCRIPTOR.fields_by_name[name].message_type)
+)
+
+
+def normalize_strings(message: Any) -> None:
+    """Decode every ``string`` field that is not UTF-8 with U+FFFD replacement characters, as Pulsar's broker does."""
+    if not _has_strings(message.DESCRIPTOR):
+        return
+    for field, value in message.ListFields():
+        if field.type == _STRING:
+            if field.is_repeated:
+                for index, item in enumerate(value):
+                    if isinstance(item, bytes):
+                        value[index] = item.decode("utf-8", "replace")
+            elif isinstance(value, bytes):
+                setattr(message, field.name, value.decode("utf-8", "replace"))
+        elif field.type == _MESSAGE and _has_strings(field.message_type):
+            for item in value if field.is_repeated else (value,):
+                normalize_strings(item)
+
+
+def check_command(command: BaseCommand) -> None:
+    """Normalise a decoded command in place before it is handled."""
+    kind = command.type
+    if kind == BaseCommand.ACK:
+        ack = command.ack
+        for message_id in ack.message_id:
+            if message_id.batch_size > MAX_BATCH_MESSAGES:
+                message_id.batch_size = MAX_BATCH_MESSAGES
+        if ack.properties:
+            normalize_strings(ack)
+    elif kind not in _WITHOUT_STRINGS:
+        normalize_strings(command)
+
+
+def flow_permits(permits: int) -> int:
+    """A FLOW's permits; Pulsar's consumer refuses a count that is not positive as a Java ``int``, which closes the
+    connection."""
+    count = java_int(permits)
+    if count <= 0:
+        raise ProtocolError(f"FLOW with {count} permits: the count must be positive")
+    return count
+
+
+def batch_count(metadata: MessageMetadata) -> int:
+    """The messages an entry holds as dispatch counts them: 1 when unbatched, else ``num_messages_in_batch`` bounded
+    to ``0..MAX_BATCH_MESSAGES`` (a count of 0 or less holds no message, as Pulsar's last-message-id reads it)."""
+    count = metadata.num_messages_in_batch
+    return min(max(count, 0), MAX_BATCH_MESSAGES)
