@@ -75,9 +75,14 @@ class TransactionCommands:
         self.connection.send(kind, **fields)
 
     def _run(self, kind: int, request: Any, txn: TxnId | None, action: Callable[[Callable[[Any], None]], None]) -> None:
-        """Run ``action(done)``; answer ``kind`` when done, or with the error it raised."""
+        """Run ``action(done)``; answer ``kind`` when done (with the error it completed with: a failed commit), or
+        with the error it raised."""
+
+        def done(result: Any) -> None:
+            self._reply(kind, request, txn, result if isinstance(result, BrokerError) else None)
+
         try:
-            action(lambda _: self._reply(kind, request, txn))
+            action(done)
         except BrokerError as exc:
             self._reply(kind, request, txn, exc)
 
@@ -100,14 +105,8 @@ class TransactionCommands:
 
     def _on_new_txn(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.newTxn
-        try:
-            self._require_connected(request.tc_id)
-            self.coordinators.new_txn(
-                request.tc_id,
-                ttl_ms(request),
-                lambda txn: self._reply(T.NEW_TXN_RESPONSE, request, txn),
-            )
-        except BrokerError as exc:
+
+        def refuse(exc: BrokerError) -> None:
             self.connection.send(
                 T.NEW_TXN_RESPONSE,
                 request_id=request.request_id,
@@ -115,6 +114,19 @@ class TransactionCommands:
                 error=exc.code,
                 message=exc.message,
             )
+
+        def done(result: TxnId | BrokerError) -> None:
+            # The id is answered once it can never be handed out again; a commit that failed is answered with its error.
+            if isinstance(result, BrokerError):
+                refuse(result)
+            else:
+                self._reply(T.NEW_TXN_RESPONSE, request, result)
+
+        try:
+            self._require_connected(request.tc_id)
+            self.coordinators.new_txn(request.tc_id, ttl_ms(request), done)
+        except BrokerError as exc:
+            refuse(exc)
 
     def _on_add_partition(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.addPartitionToTxn

@@ -97,6 +97,13 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_recovers(
     assert error.error == ServerError.PersistenceError
     assert "No space left on device" in error.message
     raw.assert_open()
+    # A transaction whose id could not be made durable is refused with that error, not answered with the id.
+    raw.send(T.TC_CLIENT_CONNECT_REQUEST, tc_id=0, request_id=1)
+    raw.expect(T.TC_CLIENT_CONNECT_RESPONSE)
+    raw.send(T.NEW_TXN, tc_id=0, request_id=2, txn_ttl_millis=60_000)
+    new_txn = raw.expect(T.NEW_TXN_RESPONSE).newTxnResponse
+    assert (new_txn.error, new_txn.HasField("txnid_least_bits")) == (ServerError.PersistenceError, False)
+    raw.assert_open()
     # What is stored is still delivered.
     kept = [f"kept-{i}".encode() for i in range(5, 20)]
     assert _receive_all(consumer)[:15] == kept
