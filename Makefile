@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container demo conformance clean
+.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container demo conformance model clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,11 @@ conformance: $(VENV)/.installed-test
 	$(BIN)/python -m pytest tests/conformance --conformance-target both $(ARGS)
 	$(BIN)/python -m tests.conformance.workload --target endpoint --seed 11 --seconds 60 --kill-restarts 3
 	$(BIN)/python -m tests.conformance.workload --target pulsar --seed 11 --seconds 60
+
+## model: the subscription model test (tests/subscription_model.py) for 30 minutes on a local server; prints the
+## examples run and the failures (ARGS="--service-url pulsar://host:6650" runs it against a broker, without restarts)
+model: $(VENV)/.installed-test
+	$(BIN)/python -m tests.model_run --minutes 30 $(ARGS)
 
 ## bench-compare: this endpoint and a Pulsar standalone side by side with pulsar-perf; rewrites bench/RESULTS.md
 bench-compare: $(VENV)/.installed-test

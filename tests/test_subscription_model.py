@@ -1,0 +1,20 @@
+"""The subscription model test (tests/subscription_model.py) with a small budget; ``make model`` runs it for long.
+
+``MODEL_SERVICE_URL=pulsar://host:port`` runs it against another broker (the reference Pulsar) without restarts.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+from tests.subscription_model import ROOT_DATABASE, SubscriptionMachine
+
+TestSubscriptionModel = SubscriptionMachine.TestCase
+TestSubscriptionModel.settings = settings(
+    max_examples=25,
+    stateful_step_count=15,
+    deadline=None,
+    database=DirectoryBasedExampleDatabase(ROOT_DATABASE),
+    suppress_health_check=[HealthCheck.too_slow],
+)

@@ -1,0 +1,36 @@
+"""Failures the subscription model (tests/subscription_model.py) found, each replayed as its shrunk step sequence.
+
+Each test is the sequence of :class:`~tests.subscription_model.SubscriptionMachine` steps that failed, so the model's
+checks (what must come back after a drain, what must never come again) decide the outcome. Apache Pulsar 4.2.4 passes
+every one (``MODEL_SERVICE_URL=pulsar://host:port`` runs them there; the restart ones then skip).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.subscription_model import SubscriptionMachine, target
+
+
+@pytest.fixture
+def state() -> Iterator[SubscriptionMachine]:
+    machine = SubscriptionMachine()
+    yield machine
+    machine.teardown()
+
+
+@pytest.fixture
+def restartable() -> None:
+    if not target().restartable:
+        pytest.skip("the target cannot be restarted (MODEL_SERVICE_URL)")
+
+
+def test_cumulative_transactional_ack_inside_a_batch_leaves_the_rest_of_the_batch(state: SubscriptionMachine) -> None:
+    """Issue 19 #2: a transactional cumulative ack of index 2 of a 4-message batch; index 3 must come back."""
+    state.initialize(batch_index_ack=False)
+    state.publish(count=4, batched=True)
+    state.reconnect_and_drain(kind="tx")
+    state.transactional_acknowledge(pick=2, cumulative=True)
+    state.reconnect_and_drain(kind="tx")
