@@ -34,3 +34,33 @@ def test_cumulative_transactional_ack_inside_a_batch_leaves_the_rest_of_the_batc
     state.reconnect_and_drain(kind="tx")
     state.transactional_acknowledge(pick=2, cumulative=True)
     state.reconnect_and_drain(kind="tx")
+
+
+def test_cumulative_transactional_ack_leaves_the_messages_to_a_new_consumer(state: SubscriptionMachine) -> None:
+    """A cumulative ack in an open transaction does not hide m0..m2 from a new consumer: Pulsar delivers them again."""
+    state.initialize(batch_index_ack=False)
+    state.publish(count=4, batched=False)
+    state.reconnect_and_drain(kind="tx")
+    state.transactional_acknowledge(pick=2, cumulative=True)
+    state.reconnect_and_drain(kind="tx")
+
+
+def test_cumulative_ack_of_a_batch_head_acknowledges_nothing(state: SubscriptionMachine) -> None:
+    """Issue 19 #1: the client acks "up to the entry before the batch" (entry -1): the whole backlog must stay."""
+    state.initialize(batch_index_ack=False)
+    state.publish(count=5, batched=True)
+    state.reconnect_and_drain(kind="py")
+    state.acknowledge_cumulative(pick=0)
+    state.reconnect_and_drain(kind="py")
+
+
+def test_transactional_ack_after_a_committed_cumulative_ack_inside_the_batch(state: SubscriptionMachine) -> None:
+    """After a committed cumulative ack of index 0, index 1 of the same batch can be acknowledged in a transaction."""
+    state.initialize(batch_index_ack=False)
+    state.publish(count=3, batched=True)
+    state.reconnect_and_drain(kind="tx")
+    state.transactional_acknowledge(pick=0, cumulative=True)
+    state.commit()
+    state.transactional_acknowledge(pick=0, cumulative=False)
+    state.commit()
+    state.reconnect_and_drain(kind="py")
