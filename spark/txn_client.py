@@ -611,10 +611,17 @@ class TransactionClient(Client):
 
 
 def _ack_set(batch_size: int, acked: range) -> list[int]:
-    """A batch's ack set as Java's ``BitSet.toLongArray``: a bit set for each index still unacknowledged."""
+    """A batch's ack set as Java's ``BitSet.toLongArray``: a bit set for each index still unacknowledged.
+
+    As there, trailing zero words are left out: a whole batch acknowledged is an empty ack set (the entry itself).
+    """
     bits = sum(1 << i for i in range(batch_size) if i not in acked)
-    words = [(bits >> shift) & 0xFFFFFFFFFFFFFFFF for shift in range(0, batch_size, 64)]
-    return [w - (1 << 64) if w >= 1 << 63 else w for w in words]
+    words = []
+    while bits:
+        word = bits & 0xFFFFFFFFFFFFFFFF
+        words.append(word - (1 << 64) if word >= 1 << 63 else word)
+        bits >>= 64
+    return words
 
 
 class Consumer:

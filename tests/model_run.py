@@ -3,12 +3,13 @@
 ``python -m tests.model_run --minutes 30`` (``make model``) runs batches of examples on one local server until the
 time is up; each failure is shrunk by hypothesis, printed with its steps, counted, and the run goes on. With
 ``--service-url`` the examples run against that broker (the reference Pulsar) and the restart rule is off. The exit
-status is 1 if anything failed.
+status is 1 if anything failed; SIGUSR1 prints every thread's stack.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import signal
 import sys
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--service-url", help="run against this broker (no restarts) instead of a local server")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _terminated)
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` prints where every thread is
     if args.service_url:
         os.environ["MODEL_SERVICE_URL"] = args.service_url
     from tests.subscription_model import SubscriptionMachine, target

@@ -64,3 +64,15 @@ def test_transactional_ack_after_a_committed_cumulative_ack_inside_the_batch(sta
     state.transactional_acknowledge(pick=0, cumulative=False)
     state.commit()
     state.reconnect_and_drain(kind="py")
+
+
+def test_cumulative_transactional_ack_of_a_whole_batch(state: SubscriptionMachine) -> None:
+    """A committed cumulative ack of the last index of a batch acknowledges the entry (found on Pulsar: the
+    transaction client sent an ack set of zero words where Java's client sends none)."""
+    state.initialize(batch_index_ack=False)
+    state.publish(count=1, batched=True)
+    state.publish(count=2, batched=True)
+    state.reconnect_and_drain(kind="tx")
+    state.transactional_acknowledge(pick=0, cumulative=True)
+    state.commit()
+    state.reconnect_and_drain(kind="py")
