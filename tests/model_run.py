@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import os
+import re
 import signal
 import sys
 import time
@@ -22,11 +23,10 @@ from hypothesis.stateful import run_state_machine_as_test
 
 
 def failure_kind(exc: BaseException) -> str:
-    """What failed, without the steps and message ids: the assertion's own words, or the exception type."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    if isinstance(exc, AssertionError) and text.startswith("after "):
-        parts = text.split(": ")
-        return parts[1] if len(parts) > 1 else text
+    """What failed, without message ids: the assertion's own words, or the exception's type and message."""
+    text = re.sub(r"m\d+@[\d:]+(\[\d+/\d+\])?", "m", str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+    if isinstance(exc, AssertionError):
+        return text.split(": ")[0]
     return f"{type(exc).__name__}: {text[:160]}"
 
 
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             kind = failure_kind(exc)
             failures[kind] += 1
             print(f"\n=== failure {sum(failures.values())}: {kind}", flush=True)
-            traceback.print_exception(exc, limit=3)
+            traceback.print_exception(exc)
         elapsed = (time.monotonic() - began) / 60
         print(
             f"[{elapsed:.1f} min] examples: {target().examples}, failed runs: {sum(failures.values())}",

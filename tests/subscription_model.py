@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import shutil
 import tempfile
@@ -32,6 +33,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -223,6 +225,22 @@ class Session:
 # -- the state machine --------------------------------------------------------------------------------------------
 
 
+def traced(step: Callable[..., None]) -> Callable[..., None]:
+    """Record a rule's call in the machine's trace; an exception it raises gets the steps so far as a note."""
+
+    @functools.wraps(step)
+    def run(machine: SubscriptionMachine, **kwargs: Any) -> None:
+        args = ", ".join(f"{key}={value!r}" for key, value in kwargs.items())
+        machine.trace.append(f"{step.__name__}({args})")
+        try:
+            step(machine, **kwargs)
+        except Exception as exc:
+            exc.add_note("steps: " + "; ".join(machine.trace))
+            raise
+
+    return run
+
+
 class SubscriptionMachine(RuleBasedStateMachine):
     """Random operations on one subscription of a fresh topic, checked against :class:`Model`."""
 
@@ -292,14 +310,13 @@ class SubscriptionMachine(RuleBasedStateMachine):
         lost = expected - seen
         wrong = seen - expected - set(extra)
         twice = sorted(label for label, n in Counter(got).items() if n > 1)
-        steps = "; ".join(self.trace)
-        assert not lost, f"after {steps}: not delivered again (lost or stranded): {self.model.describe(lost)}"
+        assert not lost, f"not delivered again (lost or stranded): {self.model.describe(lost)}"
         assert not wrong, (
-            f"after {steps}: delivered although acknowledged ({self.model.describe(wrong & self.model.acked)}) "
+            f"delivered although acknowledged ({self.model.describe(wrong & self.model.acked)}) "
             f"or held by the open transaction ({self.model.describe(wrong & self.model.held)})"
         )
         if not dups_ok:
-            assert not twice, f"after {steps}: delivered more than once in one drain: {self.model.describe(set(twice))}"
+            assert not twice, f"delivered more than once in one drain: {self.model.describe(set(twice))}"
         self.settled = self.model.forbidden()
         return seen
 
@@ -323,9 +340,9 @@ class SubscriptionMachine(RuleBasedStateMachine):
     # -- set-up --
 
     @initialize(batch_index_ack=st.booleans())
+    @traced
     def initialize(self, batch_index_ack: bool) -> None:
         """Producers (batching and not) and a first official consumer, which creates the subscription."""
-        self.trace.append(f"initialize(batch_index_ack={batch_index_ack!r})")
         self.batch_index_ack = batch_index_ack
         client = self.target.client
         self.producers[False] = client.create_producer(self.topic, batching_enabled=False)
@@ -348,9 +365,9 @@ class SubscriptionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.published < MAX_MESSAGES)
     @rule(count=st.integers(1, 5), batched=st.booleans())
+    @traced
     def publish(self, count: int, batched: bool) -> None:
         """Publish ``count`` messages: one batch entry, or one entry each."""
-        self.trace.append(f"publish(count={count!r}, batched={batched!r})")
         labels = [f"m{self.published + i}" for i in range(count)]
         self.published += count
         producer = self.producers[batched]
@@ -380,9 +397,9 @@ class SubscriptionMachine(RuleBasedStateMachine):
     # -- receiving (either session) --
 
     @rule(count=st.integers(1, 8))
+    @traced
     def receive(self, count: int) -> None:
         """Receive what is there; nothing acknowledged or held may arrive."""
-        self.trace.append(f"receive(count={count!r})")
         assert self.session is not None
         for _ in range(count):
             item = self.session.receive(0.05)
@@ -403,8 +420,8 @@ class SubscriptionMachine(RuleBasedStateMachine):
 
     @precondition(_py)
     @rule(pick=st.integers(0, 100))
+    @traced
     def acknowledge(self, pick: int) -> None:
-        self.trace.append(f"acknowledge(pick={pick!r})")
         chosen = self._pick(pick)
         if chosen is None:
             return
@@ -423,9 +440,9 @@ class SubscriptionMachine(RuleBasedStateMachine):
 
     @precondition(_py)
     @rule(pick=st.integers(0, 100))
+    @traced
     def acknowledge_cumulative(self, pick: int) -> None:
         """Not while a transaction holds messages (what Pulsar then does is not modelled)."""
-        self.trace.append(f"acknowledge_cumulative(pick={pick!r})")
         chosen = self._pick(pick)
         if chosen is None or self.model.in_transaction:
             return
@@ -447,9 +464,9 @@ class SubscriptionMachine(RuleBasedStateMachine):
 
     @precondition(_py)
     @rule(pick=st.integers(0, 100))
+    @traced
     def negative_acknowledge_and_drain(self, pick: int) -> None:
         """A negative ack: on an Exclusive subscription the client then asks for every unacknowledged message."""
-        self.trace.append(f"negative_acknowledge_and_drain(pick={pick!r})")
         chosen = self._pick(pick)
         if chosen is None:
             return
@@ -459,8 +476,8 @@ class SubscriptionMachine(RuleBasedStateMachine):
 
     @precondition(_py)
     @rule()
+    @traced
     def redeliver_and_drain(self) -> None:
-        self.trace.append("redeliver_and_drain()")
         self._flush_acks()
         self.session.consumer.redeliver_unacknowledged_messages()  # type: ignore[union-attr]
         self._redelivered()
@@ -480,12 +497,12 @@ class SubscriptionMachine(RuleBasedStateMachine):
 
     @precondition(_py)
     @rule(where=st.integers(-2, 100))
+    @traced
     def seek_and_drain(self, where: int) -> None:
         """Seek to the earliest (-2), the latest (-1) or a message stored alone; the cursor is reset there.
 
         Not while a transaction holds messages (what Pulsar then does is not modelled).
         """
-        self.trace.append(f"seek_and_drain(where={where!r})")
         if self.model.in_transaction:
             return
         self._flush_acks()
@@ -506,9 +523,9 @@ class SubscriptionMachine(RuleBasedStateMachine):
     # -- consumers come and go --
 
     @rule(kind=st.sampled_from(["py", "tx"]))
+    @traced
     def reconnect_and_drain(self, kind: str) -> None:
         """Close the consumer, subscribe again (with either client) and receive until quiet."""
-        self.trace.append(f"reconnect_and_drain(kind={kind!r})")
         assert self.session is not None
         self.session.close()
         self.session = self._open(kind)
@@ -521,8 +538,8 @@ class SubscriptionMachine(RuleBasedStateMachine):
 
     @precondition(_tx)
     @rule(pick=st.integers(0, 100), cumulative=st.booleans())
+    @traced
     def transactional_acknowledge(self, pick: int, cumulative: bool) -> None:
-        self.trace.append(f"transactional_acknowledge(pick={pick!r}, cumulative={cumulative!r})")
         if self.txn is None:
             self.txn = self.target.txn.new_transaction(timeout_ms=600_000)
         if self.txn_cumulative is None:
@@ -543,8 +560,8 @@ class SubscriptionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.txn is not None)
     @rule()
+    @traced
     def commit(self) -> None:
-        self.trace.append("commit()")
         assert self.txn is not None
         self.txn.commit()
         self.txn, self.txn_cumulative = None, None
@@ -554,9 +571,9 @@ class SubscriptionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.txn is not None)
     @rule()
+    @traced
     def abort(self) -> None:
         """Abort: the held messages are released (delivered again at the latest after a redelivery/reconnect)."""
-        self.trace.append("abort()")
         assert self.txn is not None
         self.txn.abort()
         self.txn, self.txn_cumulative = None, None
@@ -566,9 +583,9 @@ class SubscriptionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.target.restartable)
     @rule()
+    @traced
     def restart_and_drain(self) -> None:
         """SIGKILL the server with the consumer attached, start it again; the consumer gets its backlog back."""
-        self.trace.append("restart_and_drain()")
         assert self.session is not None
         self.target.restart()
         self.model.uncertain = self.model.acked - self.model.committed
