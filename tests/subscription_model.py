@@ -56,6 +56,8 @@ PATIENCE = 5.0
 RESTART_PATIENCE = 20.0
 #: Silence that ends a drain once everything expected has come.
 QUIET = 0.25
+#: Rules left out (no-ops), named in MODEL_WITHOUT (comma-separated): to look past a known defect while it is open.
+WITHOUT = frozenset(filter(None, os.environ.get("MODEL_WITHOUT", "").split(",")))
 #: The official client's negative-ack redelivery delay.
 NACK_DELAY_MS = 100
 
@@ -230,6 +232,8 @@ def traced(step: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(step)
     def run(machine: SubscriptionMachine, **kwargs: Any) -> None:
+        if step.__name__ in WITHOUT:
+            return
         args = ", ".join(f"{key}={value!r}" for key, value in kwargs.items())
         machine.trace.append(f"{step.__name__}({args})")
         try:
@@ -539,18 +543,30 @@ class SubscriptionMachine(RuleBasedStateMachine):
         return self.session is not None and self.session.kind == "tx"
 
     @precondition(_tx)
-    @rule(pick=st.integers(0, 100), cumulative=st.booleans())
+    @rule(pick=st.integers(0, 100))
     @traced
-    def transactional_acknowledge(self, pick: int, cumulative: bool) -> None:
+    def transactional_acknowledge(self, pick: int) -> None:
+        self._transactional_acknowledge(pick, cumulative=False)
+
+    @precondition(_tx)
+    @rule(pick=st.integers(0, 100))
+    @traced
+    def transactional_acknowledge_cumulative(self, pick: int) -> None:
+        self._transactional_acknowledge(pick, cumulative=True)
+
+    def _transactional_acknowledge(self, pick: int, cumulative: bool) -> None:
+        """Acknowledge in the open transaction (opened here if there is none).
+
+        One transaction acknowledges either individually or cumulatively (the other kind is then left out): Pulsar
+        4.2.4 strands an individually acknowledged message after an abort when the same transaction also acknowledged
+        cumulatively.
+        """
         if self.txn is None:
             self.txn = self.target.txn.new_transaction(timeout_ms=600_000)
         if self.txn_cumulative is None:
             self.txn_cumulative = cumulative
-        # One transaction acknowledges either individually or cumulatively: Pulsar 4.2.4 strands an individually
-        # acknowledged message after an abort when the same transaction also acknowledged cumulatively.
-        cumulative = self.txn_cumulative
         chosen = self._pick(pick)
-        if chosen is None:
+        if chosen is None or cumulative != self.txn_cumulative:
             return
         label, msg, _ = chosen
         self.session.consumer.acknowledge(msg, self.txn, cumulative=cumulative)  # type: ignore[union-attr]

@@ -32,7 +32,7 @@ def test_cumulative_transactional_ack_inside_a_batch_leaves_the_rest_of_the_batc
     state.initialize(batch_index_ack=False)
     state.publish(count=4, batched=True)
     state.reconnect_and_drain(kind="tx")
-    state.transactional_acknowledge(pick=2, cumulative=True)
+    state.transactional_acknowledge_cumulative(pick=2)
     state.reconnect_and_drain(kind="tx")
 
 
@@ -41,7 +41,7 @@ def test_cumulative_transactional_ack_leaves_the_messages_to_a_new_consumer(stat
     state.initialize(batch_index_ack=False)
     state.publish(count=4, batched=False)
     state.reconnect_and_drain(kind="tx")
-    state.transactional_acknowledge(pick=2, cumulative=True)
+    state.transactional_acknowledge_cumulative(pick=2)
     state.reconnect_and_drain(kind="tx")
 
 
@@ -59,9 +59,9 @@ def test_transactional_ack_after_a_committed_cumulative_ack_inside_the_batch(sta
     state.initialize(batch_index_ack=False)
     state.publish(count=3, batched=True)
     state.reconnect_and_drain(kind="tx")
-    state.transactional_acknowledge(pick=0, cumulative=True)
+    state.transactional_acknowledge_cumulative(pick=0)
     state.commit()
-    state.transactional_acknowledge(pick=0, cumulative=False)
+    state.transactional_acknowledge(pick=0)
     state.commit()
     state.reconnect_and_drain(kind="py")
 
@@ -73,6 +73,6 @@ def test_cumulative_transactional_ack_of_a_whole_batch(state: SubscriptionMachin
     state.publish(count=1, batched=True)
     state.publish(count=2, batched=True)
     state.reconnect_and_drain(kind="tx")
-    state.transactional_acknowledge(pick=0, cumulative=True)
+    state.transactional_acknowledge_cumulative(pick=0)
     state.commit()
     state.reconnect_and_drain(kind="py")
