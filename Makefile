@@ -62,6 +62,11 @@ crash-loop: $(VENV)/.installed-test
 	CRASH_LOOP_INPUTS=$${CRASH_LOOP_INPUTS:-2000} CRASH_LOOP_KILLS=$${CRASH_LOOP_KILLS:-2} \
 		$(BIN)/python -m pytest tests/test_crash_loop.py -s $(ARGS)
 
+## model: the subscription model test (tests/subscription_model.py) for 30 minutes on a local server; prints the
+## examples run and the failures (ARGS="--service-url pulsar://host:6650" runs it against a broker, without restarts)
+model: $(VENV)/.installed-test
+	$(BIN)/python -m tests.model_run --minutes 30 $(ARGS)
+
 ## bench-compare: this endpoint and a Pulsar standalone side by side with pulsar-perf; rewrites bench/RESULTS.md
 bench-compare: $(VENV)/.installed-test
 	$(BIN)/python bench/compare.py --seconds 10 --pulsar-fsync --results bench/RESULTS.md $(ARGS)

@@ -245,7 +245,7 @@ class Connection:
         frames = []
         for frame in self._decoder.feed(data):
             if frame.command.type == T.PING:
-                self.send_command(BaseCommand(type=T.PONG))
+                self.send_command(make(T.PONG))
             elif frame.command.type != T.PONG:
                 frames.append((frame.command, frame.body))
         return frames

@@ -54,14 +54,22 @@ from spark.protocol import (
     error_for,
     full_topic_name,
 )
-from wire.batch import build_batch
+from wire.batch import build_batch, split_batch
 from wire.commands import make
-from wire.framing import make_body
+from wire.framing import make_body, parse_body
 from wire.message_id import MessageId
-from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata, SingleMessageMetadata, TxnAction
+from wire.pulsar_api_pb2 import (
+    BaseCommand,
+    CommandAck,
+    CommandSubscribe,
+    MessageMetadata,
+    SingleMessageMetadata,
+    TxnAction,
+)
 
 __all__ = [
     "ConnectionLostError",
+    "Consumer",
     "InvalidTxnStatusError",
     "MessageId",
     "NotAllowedError",
@@ -69,6 +77,7 @@ __all__ = [
     "Producer",
     "ProducerBusyError",
     "PulsarError",
+    "ReceivedMessage",
     "ServiceNotReadyError",
     "TopicNotFoundError",
     "Transaction",
@@ -101,6 +110,18 @@ class TxnId(NamedTuple):
 
     def __str__(self) -> str:
         return f"({self.most},{self.least})"
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedMessage:
+    """A message a :class:`Consumer` received; ``batch_size`` is 0 for a message stored alone."""
+
+    value: bytes
+    ledger: int
+    entry: int
+    batch_index: int
+    batch_size: int
+    redelivery_count: int
 
 
 class TxnState(Enum):
@@ -560,8 +581,142 @@ class TransactionClient(Client):
         """Abort a transaction by id."""
         self.end_transaction(txn_id, commit=False)
 
-    # -- producers ------------------------------------------------------------------------------
+    def add_subscription(self, txn_id: TxnId, topic: str, subscription: str) -> None:
+        """ADD_SUBSCRIPTION_TO_TXN: register a subscription before acknowledging on it in the transaction."""
+        self._tc_request(
+            txn_id.most,
+            T.ADD_SUBSCRIPTION_TO_TXN,
+            txnid_most_bits=txn_id.most,
+            txnid_least_bits=txn_id.least,
+            subscription=[{"topic": full_topic_name(topic), "subscription": subscription}],
+        )
+
+    # -- producers and consumers ----------------------------------------------------------------
+
+    def subscribe(self, topic: str, subscription: str) -> Consumer:
+        """A consumer on an Exclusive durable subscription of a non-partitioned ``topic`` (created at Earliest)."""
+        return Consumer(self, topic, subscription)
 
     def create_producer(self, topic: str, name: str | None = None) -> Producer:
         """A producer on ``topic`` (partitioned or not); it connects lazily on the first send."""
         return Producer(self, topic, name)
+
+
+def _ack_set(batch_size: int, acked: range) -> list[int]:
+    """A batch's ack set as Java's ``BitSet.toLongArray``: a bit set for each index still unacknowledged.
+
+    As there, trailing zero words are left out: a whole batch acknowledged is an empty ack set (the entry itself).
+    """
+    bits = sum(1 << i for i in range(batch_size) if i not in acked)
+    words = []
+    while bits:
+        word = bits & 0xFFFFFFFFFFFFFFFF
+        words.append(word - (1 << 64) if word >= 1 << 63 else word)
+        bits >>= 64
+    return words
+
+
+class Consumer:
+    """A consumer that acknowledges in transactions, as the Java client's ``acknowledgeAsync(id, txn)`` does.
+
+    Exclusive, durable, on one non-partitioned topic. Batches are split; indexes the broker reports as already
+    acknowledged (the MESSAGE's ack set) are skipped. A transactional acknowledgement of a batch message carries
+    the ack set of what it acknowledges (that index, or indexes up to it for a cumulative one).
+    """
+
+    def __init__(self, client: TransactionClient, topic: str, subscription: str, receiver_queue: int = 1000) -> None:
+        self.client = client
+        self.topic = full_topic_name(topic)
+        self.subscription = subscription
+        self.receiver_queue = receiver_queue
+        self.conn = client.lookup(self.topic)
+        self.consumer_id = client.next_id()
+        self.conn.messages[self.consumer_id] = self._frames = deque()
+        self._ready: deque[ReceivedMessage] = deque()
+        self._txns: set[TxnId] = set()
+        self.conn.request(
+            T.SUBSCRIBE,
+            topic=self.topic,
+            subscription=subscription,
+            subType=CommandSubscribe.Exclusive,
+            consumer_id=self.consumer_id,
+            consumer_name="",
+            durable=True,
+            initialPosition=CommandSubscribe.Earliest,
+        )
+        self._permits = receiver_queue
+        self.conn.send_command(make(T.FLOW, consumer_id=self.consumer_id, messagePermits=receiver_queue))
+
+    def _split(self, command: Any, body: bytes) -> None:
+        mid = command.message_id
+        parsed = parse_body(body)
+        meta = parsed.metadata
+        if not meta.HasField("num_messages_in_batch"):
+            self._ready.append(
+                ReceivedMessage(parsed.payload, mid.ledgerId, mid.entryId, -1, 0, command.redelivery_count)
+            )
+            return
+        count = meta.num_messages_in_batch
+        unacked = (1 << count) - 1
+        if command.ack_set:
+            unacked = sum((w & 0xFFFFFFFFFFFFFFFF) << (64 * i) for i, w in enumerate(command.ack_set))
+        for index, (_, value) in enumerate(split_batch(parsed.payload, count)):
+            if unacked >> index & 1:
+                self._ready.append(
+                    ReceivedMessage(value, mid.ledgerId, mid.entryId, index, count, command.redelivery_count)
+                )
+
+    def receive(self, timeout: float) -> ReceivedMessage | None:
+        """The next message, or None if none came within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while not self._ready:
+            while self._frames:
+                self._split(*self._frames.popleft())
+            if self._ready:
+                break
+            if self.consumer_id in self.conn.closed_consumers:
+                raise ConnectionLostError(f"the broker closed the consumer on {self.topic}")
+            if time.monotonic() >= deadline:
+                return None
+            self.conn.pump(deadline)
+        self._permits -= 1
+        if self._permits <= self.receiver_queue // 2:
+            self.conn.send_command(
+                make(T.FLOW, consumer_id=self.consumer_id, messagePermits=self.receiver_queue - self._permits)
+            )
+            self._permits = self.receiver_queue
+        return self._ready.popleft()
+
+    def acknowledge(self, message: ReceivedMessage, txn: Transaction, cumulative: bool = False) -> None:
+        """Acknowledge ``message`` (and those before it if ``cumulative``) in ``txn``; waits for the answer."""
+        if txn.state is not TxnState.OPEN:
+            raise InvalidTxnStatusError(f"transaction {txn.id} is {txn.state.value}")
+        if txn.id not in self._txns:
+            self.client.add_subscription(txn.id, self.topic, self.subscription)
+            self._txns.add(txn.id)
+        mid: dict[str, Any] = {"ledgerId": message.ledger, "entryId": message.entry}
+        if message.batch_size:
+            index = message.batch_index
+            acked = range(index + 1) if cumulative else range(index, index + 1)
+            mid.update(
+                batch_index=message.batch_index,
+                batch_size=message.batch_size,
+                ack_set=_ack_set(message.batch_size, acked),
+            )
+        self.conn.request(
+            T.ACK,
+            consumer_id=self.consumer_id,
+            ack_type=CommandAck.Cumulative if cumulative else CommandAck.Individual,
+            message_id=[mid],
+            txnid_most_bits=txn.id.most,
+            txnid_least_bits=txn.id.least,
+        )
+
+    def close(self) -> None:
+        """Close the consumer (its unacknowledged messages go back to the subscription)."""
+        self.conn.messages.pop(self.consumer_id, None)
+        if not self.conn.closed:
+            try:
+                self.conn.request(T.CLOSE_CONSUMER, consumer_id=self.consumer_id, timeout=5.0)
+            except PulsarError:
+                self.conn.close()
