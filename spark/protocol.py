@@ -300,6 +300,16 @@ class Connection:
         response = self.wait_for(request_id, time.monotonic() + (timeout or self.timeout))
         return check(response)
 
+    def close_consumer(self, consumer_id: int) -> None:
+        """Close a consumer of this connection (its unacknowledged messages go back to the subscription); a broker
+        that does not answer costs the connection."""
+        self.messages.pop(consumer_id, None)
+        if not self.closed:
+            try:
+                self.request(T.CLOSE_CONSUMER, consumer_id=consumer_id, timeout=5.0)
+            except PulsarError:
+                self.close()
+
     def close(self) -> None:
         """Close the socket (idempotent)."""
         if not self.closed:

@@ -330,12 +330,7 @@ class _Subscription:
         self.conn.send_command(make(T.FLOW, consumer_id=self.consumer_id, messagePermits=permits))
 
     def close(self) -> None:
-        self.conn.messages.pop(self.consumer_id, None)
-        if not self.conn.closed:
-            try:
-                self.conn.request(T.CLOSE_CONSUMER, consumer_id=self.consumer_id, timeout=5.0)
-            except PulsarError:
-                self.conn.close()
+        self.conn.close_consumer(self.consumer_id)
 
 
 def is_empty(position: Position) -> bool:

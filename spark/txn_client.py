@@ -714,9 +714,4 @@ class Consumer:
 
     def close(self) -> None:
         """Close the consumer (its unacknowledged messages go back to the subscription)."""
-        self.conn.messages.pop(self.consumer_id, None)
-        if not self.conn.closed:
-            try:
-                self.conn.request(T.CLOSE_CONSUMER, consumer_id=self.consumer_id, timeout=5.0)
-            except PulsarError:
-                self.conn.close()
+        self.conn.close_consumer(self.consumer_id)
