@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wire.framing import stored_metadata
+from wire.message_id import signed64
 from wire.pulsar_api_pb2 import MessageMetadata
-from wire.validate import batch_count, java_long
+from wire.validate import batch_count
 
 #: The sticky key of a message with neither ordering key nor partition key (as Pulsar does).
 NONE_KEY = b"NONE_KEY"
@@ -50,7 +51,7 @@ class Entry:
             body,
             batch_count(meta),
             has("num_messages_in_batch"),
-            java_long(meta.publish_time),
+            signed64(meta.publish_time),
             key,
             txn,
             meta.marker_type,

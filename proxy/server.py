@@ -19,9 +19,8 @@ from engine.transactions import TxnId
 from proxy.connection import ConnectionTimeouts, PulsarConnection, sticky_ranges
 from proxy.transactions import check_transactional_send
 from wire.framing import MessageBody
-from wire.message_id import MessageId
+from wire.message_id import MessageId, signed64
 from wire.pulsar_api_pb2 import CommandSeek, CommandSend, CommandSubscribe, Schema, ServerError
-from wire.validate import java_long
 
 if TYPE_CHECKING:
     from engine.topic import Producer
@@ -138,8 +137,8 @@ class BrokerService:
         # Deduplication compares sequence ids as Java longs; the receipt echoes them as they came.
         topic.publish(
             producer,
-            java_long(sequence_id),
-            -1 if highest is None else java_long(highest),
+            signed64(sequence_id),
+            -1 if highest is None else signed64(highest),
             message.body,
             message.metadata,
             partial(connection.receipt, producer, sequence_id, highest),
@@ -217,7 +216,7 @@ class BrokerService:
             return  # as Pulsar: nothing is stored to move to, so the seek succeeds and changes nothing
         topic = subscription.topic
         if request.HasField("message_publish_time"):
-            entry = topic.entry_at_time(java_long(request.message_publish_time))
+            entry = topic.entry_at_time(signed64(request.message_publish_time))
         else:
             target = MessageId.from_proto(request.message_id)
             entry = target.start_entry(topic.ledger_id, topic.first_entry_id(), topic.read_limit + 1)

@@ -3,7 +3,8 @@
 Pulsar's broker is Java: its protobuf code decodes a ``string`` field that is not UTF-8 with U+FFFD replacement
 characters (Python's protobuf hands such a field over as ``bytes``), and it reads every ``uint64`` as a signed
 ``long`` and every ``uint32`` as a signed ``int``. :func:`check_command` runs once on every decoded command, before
-any handler sees it; the other functions are the conversions the handlers and the engine apply to single fields.
+any handler sees it; the other functions are the conversions the handlers and the engine apply to single fields
+(``uint64`` fields: :func:`wire.message_id.signed64`).
 """
 
 from __future__ import annotations
@@ -23,11 +24,6 @@ MAX_BATCH_MESSAGES = MAX_MESSAGE_SIZE // 6
 
 _STRING = FieldDescriptor.TYPE_STRING
 _MESSAGE = FieldDescriptor.TYPE_MESSAGE
-
-
-def java_long(value: int) -> int:
-    """A ``uint64`` field as Java reads it: a signed 64-bit ``long``."""
-    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def java_int(value: int) -> int:

@@ -16,8 +16,9 @@ from engine.topic import Topic
 from proxy.admin.http import AdminError, Reply
 from wire.compression import CompressionError, decompress
 from wire.framing import split_body
+from wire.message_id import signed64
 from wire.pulsar_api_pb2 import MessageMetadata
-from wire.validate import java_long, normalize_strings
+from wire.validate import normalize_strings
 
 #: Header names whose case Pulsar clients rely on (the Java admin client finds ``X-Pulsar-PROPERTY`` by an exact
 #: comparison), written as Pulsar writes them.
@@ -58,9 +59,9 @@ _keep_header_case(HEADERS)
 
 
 def pulsar_time(ms: int) -> str:
-    """Epoch milliseconds (a Java ``long``) as Pulsar's ``DateFormatter`` writes them: ISO 8601 in UTC, the fraction
-    only when not zero, a year past 9999 signed, over the whole range of a ``long``."""
-    seconds, millis = divmod(java_long(ms), 1000)
+    """Epoch milliseconds (a ``uint64`` field, read as a Java ``long``) as Pulsar's ``DateFormatter`` writes them:
+    ISO 8601 in UTC, the fraction only when not zero, a year past 9999 signed, over the whole range of a ``long``."""
+    seconds, millis = divmod(signed64(ms), 1000)
     days, seconds = divmod(seconds, 86400)
     year, month, day = _civil(days)
     if year > 9999:
