@@ -7,12 +7,13 @@ are checked against the committed go.sum. A missing Go toolchain fails, never sk
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+
+from tests.txn_harness import observations
 
 GO_DIR = Path(__file__).resolve().parent / "go"
 BINARY = GO_DIR / "bin" / "harness"
@@ -54,20 +55,4 @@ def build_harness() -> Path:
 def run_scenario(service_url: str, name: str, *args: str, timeout: float = 90) -> dict[str, Any]:
     """Run one scenario with the Go client and return its observations; raise with the output if it did not run."""
     command = [str(build_harness()), service_url, name, *map(str, args)]
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise RuntimeError(
-            f"Go scenario {name} did not finish within {timeout} s\nstdout:\n{exc.stdout}\nstderr:\n{exc.stderr}"
-        ) from exc
-    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
-    try:
-        parsed = json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
-        parsed = None
-    if result.returncode != 0 or not isinstance(parsed, dict) or "error" in parsed:
-        raise RuntimeError(
-            f"Go scenario {name} failed (exit code {result.returncode})\n"
-            f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-20000:]}"
-        )
-    return parsed
+    return observations(command, f"Go scenario {name}", timeout)

@@ -73,11 +73,17 @@ def run_scenario(
         "java", *JVM_OPTIONS, *cds, "-cp", classpath, MAIN_CLASS,
         service_url, name, *map(str, args),
     ]
+    return observations(command, f"scenario {name}", timeout)
+
+
+def observations(command: list[str], label: str, timeout: float) -> dict[str, Any]:
+    """Run a harness process (Java or Go) and return the JSON line of observations it printed last; raise with its
+    output if it did not run, failed or printed none."""
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
         raise RuntimeError(
-            f"scenario {name} did not finish within {timeout} s\nstdout:\n{exc.stdout}\nstderr:\n{exc.stderr}"
+            f"{label} did not finish within {timeout} s\nstdout:\n{exc.stdout}\nstderr:\n{exc.stderr}"
         ) from exc
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     try:
@@ -86,7 +92,7 @@ def run_scenario(
         parsed = None
     if result.returncode != 0 or not isinstance(parsed, dict) or "error" in parsed:
         raise RuntimeError(
-            f"scenario {name} failed (exit code {result.returncode})\n"
+            f"{label} failed (exit code {result.returncode})\n"
             f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-20000:]}"
         )
     return parsed
