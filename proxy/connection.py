@@ -34,7 +34,7 @@ from wire.framing import (
     encode_payload_command,
     parse_body,
 )
-from wire.message_id import MessageId, unsigned64
+from wire.message_id import MessageId
 from wire.pulsar_api_pb2 import (
     BaseCommand,
     CommandAck,
@@ -480,7 +480,7 @@ class PulsarConnection(protocol.Protocol):
             )
             return
         if result == DUPLICATE:
-            ledger = entry = unsigned64(-1)
+            ledger = entry = NO_ID
         else:
             ledger, entry = producer.topic.ledger_id, result  # type: ignore[union-attr]
         self.write(self._receipts.encode(producer.producer_id, sequence_id, ledger, entry, highest))
