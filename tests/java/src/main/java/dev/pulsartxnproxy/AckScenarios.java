@@ -64,7 +64,7 @@ final class AckScenarios {
         Producer<byte[]> producer = batchingProducer(partition);
         sendAll(producer, "b-", 13);
         Consumer<byte[]> consumer = consumer(partition, SubscriptionType.Exclusive);
-        List<Message<byte[]>> received = receive(consumer, 13, 10_000);
+        List<Message<byte[]>> received = Scenarios.receive(consumer, 13, 10_000);
         obs.put("received", deliveries(received));
         if (received.size() != 13) {
             return;
@@ -82,7 +82,7 @@ final class AckScenarios {
         List<Message<byte[]>> again = drain(consumer, QUIET_MS);
         obs.put("after_redeliver", deliveries(again));
         if (!commit) {
-            Message<byte[]> same = find(again, text(received.get(index)));
+            Message<byte[]> same = find(again, Scenarios.text(received.get(index)));
             if (same != null) {
                 Transaction txn2 = newTxn();
                 obs.put("txn2_ack_error", outcome(() -> consumer.acknowledgeCumulativeAsync(same.getMessageId(), txn2)
@@ -105,7 +105,7 @@ final class AckScenarios {
         Producer<byte[]> producer = batchingProducer(partition);
         sendAll(producer, "b-", 13);
         Consumer<byte[]> consumer = consumer(partition, SubscriptionType.Exclusive);
-        List<Message<byte[]>> received = receive(consumer, 13, 10_000);
+        List<Message<byte[]>> received = Scenarios.receive(consumer, 13, 10_000);
         obs.put("received", deliveries(received));
         if (received.size() != 13) {
             return;
@@ -129,7 +129,7 @@ final class AckScenarios {
         Producer<byte[]> producer = batchingProducer(partition);
         sendAll(producer, "i-", 10);
         Consumer<byte[]> consumer = consumer(partition, type);
-        List<Message<byte[]>> received = receive(consumer, 10, 10_000);
+        List<Message<byte[]>> received = Scenarios.receive(consumer, 10, 10_000);
         obs.put("received", deliveries(received));
         if (received.size() != 10) {
             return;
@@ -180,7 +180,7 @@ final class AckScenarios {
         Producer<byte[]> producer = batched ? batchingProducer(partition) : plainProducer(partition);
         sendAll(producer, "f-", 4);
         Consumer<byte[]> consumer = consumer(partition, type);
-        List<Message<byte[]>> received = receive(consumer, 4, 10_000);
+        List<Message<byte[]>> received = Scenarios.receive(consumer, 4, 10_000);
         obs.put("received", deliveries(received));
         if (received.size() != 4) {
             return;
@@ -207,7 +207,7 @@ final class AckScenarios {
         obs.put("after_reconnect", deliveries(left));
         Map<String, Message<byte[]>> newest = new LinkedHashMap<>();
         for (Message<byte[]> msg : left) {
-            newest.put(text(msg), msg);
+            newest.put(Scenarios.text(msg), msg);
         }
         Transaction txn3 = newTxn();
         List<Object> txn3Errors = new ArrayList<>();
@@ -285,24 +285,6 @@ final class AckScenarios {
         }
     }
 
-    /** Receives until {@code count} messages arrived or {@code timeoutMs} passed. */
-    private static List<Message<byte[]>> receive(Consumer<byte[]> consumer, int count, long timeoutMs)
-            throws PulsarClientException {
-        List<Message<byte[]>> received = new ArrayList<>();
-        long deadline = System.nanoTime() + timeoutMs * 1_000_000;
-        while (received.size() < count) {
-            long left = (deadline - System.nanoTime()) / 1_000_000;
-            if (left <= 0) {
-                break;
-            }
-            Message<byte[]> msg = consumer.receive((int) left, MILLISECONDS);
-            if (msg == null) {
-                break;
-            }
-            received.add(msg);
-        }
-        return received;
-    }
 
     /** Everything that arrives until {@code quietMs} pass without a message (at most 100). */
     private static List<Message<byte[]>> drain(Consumer<byte[]> consumer, long quietMs)
@@ -330,23 +312,20 @@ final class AckScenarios {
 
     private static Message<byte[]> find(List<Message<byte[]>> messages, String payload) {
         for (Message<byte[]> msg : messages) {
-            if (text(msg).equals(payload)) {
+            if (Scenarios.text(msg).equals(payload)) {
                 return msg;
             }
         }
         return null;
     }
 
-    private static String text(Message<byte[]> msg) {
-        return new String(msg.getValue(), UTF_8);
-    }
 
     /** Payload, position ({@code ledger:entry[:batchIndex]}) and redelivery count of each message, in order. */
     private static List<Map<String, Object>> deliveries(List<Message<byte[]>> messages) {
         List<Map<String, Object>> out = new ArrayList<>();
         for (Message<byte[]> msg : messages) {
             Map<String, Object> d = new LinkedHashMap<>();
-            d.put("payload", text(msg));
+            d.put("payload", Scenarios.text(msg));
             d.put("at", position(msg.getMessageId()));
             d.put("redelivery_count", msg.getRedeliveryCount());
             out.add(d);

@@ -893,7 +893,7 @@ final class Scenarios {
     }
 
     /** Receives until {@code count} messages arrived or {@code timeoutMs} passed. */
-    private static List<Message<byte[]>> receive(Consumer<byte[]> consumer, int count, long timeoutMs)
+    static List<Message<byte[]>> receive(Consumer<byte[]> consumer, int count, long timeoutMs)
             throws PulsarClientException {
         List<Message<byte[]>> received = new ArrayList<>();
         long deadline = System.nanoTime() + timeoutMs * 1_000_000;
@@ -936,7 +936,7 @@ final class Scenarios {
         return receive(consumer, Integer.MAX_VALUE, windowMs);
     }
 
-    private static String text(Message<byte[]> msg) {
+    static String text(Message<byte[]> msg) {
         return new String(msg.getValue(), UTF_8);
     }
 
