@@ -95,7 +95,9 @@ class Broker:
         self.config = config or BrokerConfig()
         self.namespaces = Namespaces(store, self.config.cluster, BUILTIN_NAMESPACES)
         self.schemas = SchemaRegistry(
-            store, lambda topic: self.namespaces.schema_strategy(TopicName.parse(topic).namespace_name)
+            store,
+            lambda topic: self.namespaces.schema_strategy(TopicName.parse(topic)),
+            lambda topic: self.namespaces.allow_auto_update_schema(TopicName.parse(topic).namespace_name),
         )
         self.stats = BrokerStats(store, clock)
         self.topics: dict[str, Topic] = {}

@@ -3,7 +3,8 @@
 Policies are kept as Pulsar's ``Policies`` JSON object holds them (field names included), so the admin API
 returns what was set. Those that change behaviour here: ``deduplicationEnabled``, ``retention_policies``,
 ``message_ttl_in_seconds``, ``compaction_threshold``, ``backlog_quota_map``, ``autoTopicCreationOverride`` and
-``schema_compatibility_strategy``; the broker and :class:`PolicyEnforcer` read them through the accessors below.
+``schema_compatibility_strategy`` (with the deprecated ``schema_auto_update_compatibility_strategy`` and
+``is_allow_auto_update_schema``); the broker and :class:`PolicyEnforcer` read them through the accessors below.
 Every other policy is stored and returned as set.
 
 Topic policies are kept as Pulsar's ``TopicPolicies`` JSON object holds them, under the topic's name (a
@@ -23,7 +24,8 @@ from engine import backlog_quota
 from engine.clock import Cancellable, now_ms
 from engine.compaction import CompactionStatus
 from engine.names import TopicName
-from engine.store import Store, StoredSchema
+from engine.schema_compat import AUTO_UPDATE_STRATEGIES, BROKER_DEFAULT
+from engine.store import Store
 
 if TYPE_CHECKING:
     from engine.broker import Broker
@@ -40,32 +42,6 @@ _BUNDLES = {
     "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"],
     "numBundles": 4,
 }
-#: Schema types whose data is an Avro-style record definition (JSON and AVRO schemas).
-_RECORD_SCHEMAS = (2, 4)
-#: Schema types meaning "bytes, no schema".
-_NO_SCHEMA = (0, -1)
-#: Avro type promotions a reader may apply to data written with the writer's type.
-_PROMOTIONS = {
-    ("int", "long"),
-    ("int", "float"),
-    ("int", "double"),
-    ("long", "float"),
-    ("long", "double"),
-    ("float", "double"),
-    ("string", "bytes"),
-    ("bytes", "string"),
-}
-SCHEMA_STRATEGIES = (
-    "UNDEFINED",
-    "ALWAYS_INCOMPATIBLE",
-    "ALWAYS_COMPATIBLE",
-    "BACKWARD",
-    "FORWARD",
-    "FULL",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD_TRANSITIVE",
-    "FULL_TRANSITIVE",
-)
 
 
 def valid_name(name: str) -> bool:
@@ -251,67 +227,24 @@ class Namespaces:
             return allowed, max(1, int(value.get("defaultNumPartitions") or 1))
         return allowed, 0
 
-    def schema_strategy(self, namespace: str) -> str:
-        """The schema compatibility strategy set on a namespace (``UNDEFINED`` if none)."""
-        return self.policy(namespace, "schema_compatibility_strategy") or "UNDEFINED"
+    def schema_strategy(self, name: TopicName) -> str:
+        """The schema compatibility strategy in force on a topic, as Pulsar resolves it: the topic's own, else its
+        namespace's, else the one its namespace's deprecated auto-update policy stands for, else the broker's."""
+        own = self._topic_policies.get(name.partitioned_parent.full, {}).get("schemaCompatibilityStrategy")
+        if own and own != "UNDEFINED":
+            return str(own)
+        namespace = name.namespace_name
+        strategy = self.policy(namespace, "schema_compatibility_strategy")
+        if strategy and strategy != "UNDEFINED":
+            return str(strategy)
+        auto_update = self.policy(namespace, "schema_auto_update_compatibility_strategy")
+        if auto_update is not None:
+            return AUTO_UPDATE_STRATEGIES.get(auto_update, "ALWAYS_INCOMPATIBLE")
+        return BROKER_DEFAULT
 
-
-# -- schema compatibility --------------------------------------------------------------------
-
-
-def _avro_type(spec: Any) -> str:
-    """A field type's name for compatibility purposes (unions and complex types by their JSON)."""
-    if isinstance(spec, str):
-        return spec
-    if isinstance(spec, dict) and isinstance(spec.get("type"), str) and spec["type"] not in ("record", "enum"):
-        return spec["type"] if spec["type"] not in ("array", "map", "fixed") else json.dumps(spec, sort_keys=True)
-    return json.dumps(spec, sort_keys=True)
-
-
-def _readable(reader: dict[str, Any], writer: dict[str, Any]) -> str | None:
-    """Why a reader record schema cannot read data written with the writer's, or None if it can."""
-    written = {f["name"]: f for f in writer.get("fields", [])}
-    for field in reader.get("fields", []):
-        source = written.get(field["name"])
-        if source is None:
-            if "default" not in field:
-                return f"field '{field['name']}' is missing in the writer's schema and has no default value"
-            continue
-        r_type, w_type = _avro_type(field["type"]), _avro_type(source["type"])
-        if r_type != w_type and (w_type, r_type) not in _PROMOTIONS:
-            return f"field '{field['name']}' changes type from {w_type} to {r_type}"
-    return None
-
-
-def incompatibility(strategy: str, versions: list[StoredSchema], type_: int, data: bytes) -> str | None:
-    """Why a new schema breaks ``strategy`` against the existing versions (oldest first), or None.
-
-    Record schemas (AVRO, JSON) are checked as Avro's schema resolution does: BACKWARD means the new schema
-    reads data written with the old one, FORWARD the reverse, FULL both; the ``_TRANSITIVE`` forms check every
-    version instead of the latest only.
-    """
-    if not versions or strategy in ("UNDEFINED", "ALWAYS_COMPATIBLE") or type_ in _NO_SCHEMA:
-        return None
-    if strategy == "ALWAYS_INCOMPATIBLE":
-        return "the schema compatibility strategy is ALWAYS_INCOMPATIBLE"
-    base = strategy.removesuffix("_TRANSITIVE")
-    against = versions if strategy.endswith("_TRANSITIVE") else versions[-1:]
-    for old in against:
-        if old.type != type_:
-            return f"schema type {type_} differs from the existing schema's type {old.type}"
-        if type_ not in _RECORD_SCHEMAS:
-            continue
-        try:
-            new_def, old_def = json.loads(data), json.loads(old.data)
-        except ValueError:
-            return "the schema definition is not valid JSON"
-        checks = {"BACKWARD": [(new_def, old_def)], "FORWARD": [(old_def, new_def)]}
-        checks["FULL"] = checks["BACKWARD"] + checks["FORWARD"]
-        for reader, writer in checks[base]:
-            reason = _readable(reader, writer)
-            if reason is not None:
-                return f"{strategy} check against version {old.version} failed: {reason}"
-    return None
+    def allow_auto_update_schema(self, namespace: str) -> bool:
+        """Whether producers may add new schema versions to the namespace's topics."""
+        return self.policy(namespace, "is_allow_auto_update_schema") is not False
 
 
 # -- message TTL and retention -------------------------------------------------------------------

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from engine import schema_compat
 from engine.errors import BrokerError
-from engine.namespaces import incompatibility
+from engine.schema_compat import BROKER_DEFAULT, Schema, consumer_incompatibility, producer_incompatibility
 from engine.store import Store, StoredSchema
 from wire.pulsar_api_pb2 import ServerError
 
@@ -14,16 +15,29 @@ from wire.pulsar_api_pb2 import ServerError
 _NO_SCHEMA = (0, -1)
 #: The type stored for the version a deletion adds (no ``Schema.Type`` has it; it never goes on the wire).
 DELETED = -100
+#: ``Schema.Type`` of a consumer that takes whatever schema the topic has (never checked, never added).
+AUTO_CONSUME = 21
+
+
+def _schema(stored: StoredSchema) -> Schema:
+    return Schema(stored.type, stored.data, json.loads(stored.properties))
 
 
 class SchemaRegistry:
     """Schemas keyed by the (partitioned) topic name, as Pulsar shares them across partitions."""
 
-    def __init__(self, store: Store, strategy_of: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        strategy_of: Callable[[str], str] | None = None,
+        auto_update_of: Callable[[str], bool] | None = None,
+    ) -> None:
         self._store = store
         self._cache: dict[str, list[StoredSchema]] = {}
-        #: The schema compatibility strategy of a topic's namespace (``UNDEFINED``: the checks below only).
+        #: The schema compatibility strategy in force on a topic.
         self._strategy_of = strategy_of
+        #: Whether producers may add versions to a topic's schema (``is_allow_auto_update_schema``).
+        self._auto_update_of = auto_update_of
 
     def versions(self, topic: str) -> list[StoredSchema]:
         """Every version of a topic's schema, oldest first."""
@@ -47,30 +61,58 @@ class SchemaRegistry:
         return next((s for s in live if s.version == version), None)
 
     def strategy(self, topic: str) -> str:
-        """The compatibility strategy that applies to a topic (``UNDEFINED``: the type checks only)."""
-        return self._strategy_of(topic) if self._strategy_of is not None else "UNDEFINED"
+        """The compatibility strategy in force on a topic."""
+        return self._strategy_of(topic) if self._strategy_of is not None else BROKER_DEFAULT
 
-    def incompatibility(self, topic: str, type_: int, data: bytes) -> str | None:
+    def incompatibility(self, topic: str, type_: int, data: bytes, properties: dict[str, str]) -> str | None:
         """Why a new schema may not follow the topic's live versions, or None if it may."""
-        live = self.live(topic)
-        strategy = self.strategy(topic)
-        reason = incompatibility(strategy, live, type_, data)
-        if reason is not None:
-            return reason
-        if live and live[-1].type != type_ and type_ not in _NO_SCHEMA and strategy != "ALWAYS_COMPATIBLE":
-            return f"Trying to register a {type_} schema on topic {topic} whose schema type is {live[-1].type}"
-        return None
+        if type_ in _NO_SCHEMA:
+            return None
+        live = [_schema(s) for s in self.live(topic)]
+        return producer_incompatibility(self.strategy(topic), live, Schema(type_, data, properties))
 
-    def register(self, topic: str, type_: int, name: str, data: bytes, properties: dict[str, str]) -> int:
-        """Return the version of this schema, adding it if it is new and compatible."""
+    def register(
+        self, topic: str, type_: int, name: str, data: bytes, properties: dict[str, str], client: bool = False
+    ) -> int:
+        """Return the version of this schema, adding it if it is new and compatible.
+
+        A ``client`` (a producer, GET_OR_CREATE_SCHEMA) adds versions only where the namespace allows schemas to be
+        updated automatically; an upload through the admin API always may.
+        """
+        new = Schema(type_, data, properties)
         for schema in self.live(topic):
-            if schema.type == type_ and schema.data == data:
+            if schema_compat.same(_schema(schema), new):
                 return schema.version
-        reason = self.incompatibility(topic, type_, data)
+        if client and self._auto_update_of is not None and not self._auto_update_of(topic):
+            raise BrokerError(ServerError.IncompatibleSchema, "Schema not found and schema auto updating is disabled.")
+        reason = self.incompatibility(topic, type_, data, properties)
         if reason is not None:
-            raise BrokerError(ServerError.IncompatibleSchema, f"Incompatible schema for topic {topic}: {reason}")
+            raise BrokerError(ServerError.IncompatibleSchema, reason)
         props = json.dumps(properties, sort_keys=True)
         return self._add(topic, StoredSchema(self._next_version(topic), type_, name, data, props))
+
+    def check_consumer(
+        self, topic: str, type_: int, name: str, data: bytes, properties: dict[str, str], idle: bool
+    ) -> None:
+        """Let a consumer with this schema in, as Pulsar does: on an ``idle`` topic (no schema, producers, consumers
+        or entries) its schema becomes the topic's; otherwise it must be compatible with the topic's schema."""
+        if type_ in _NO_SCHEMA or type_ == AUTO_CONSUME:
+            return
+        live = [_schema(s) for s in self.live(topic)]
+        if not live and idle:
+            self.register(topic, type_, name, data, properties)
+            return
+        strategy = self.strategy(topic)
+        if not live:
+            if strategy == "ALWAYS_COMPATIBLE":
+                return
+            raise BrokerError(
+                ServerError.IncompatibleSchema,
+                f"Failed to add schema to an active topic with empty(BYTES) schema: new schema type {type_}",
+            )
+        reason = consumer_incompatibility(strategy, live, Schema(type_, data, properties))
+        if reason is not None:
+            raise BrokerError(ServerError.IncompatibleSchema, reason)
 
     def delete(self, topic: str, force: bool = False) -> int:
         """Delete a topic's schema; the version Pulsar reports.

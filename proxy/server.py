@@ -83,10 +83,22 @@ class BrokerService:
     # -- schemas -------------------------------------------------------------------------------
 
     def register_schema(self, name: TopicName, schema: Schema) -> int:
-        """Register the schema a producer or consumer declared; its version."""
+        """Register the schema a producer declared (or GET_OR_CREATE_SCHEMA asked for); its version."""
         properties = {kv.key: kv.value for kv in schema.properties}
         return self.broker.schemas.register(
-            name.partitioned_parent.full, schema.type, schema.name, schema.schema_data, properties
+            name.partitioned_parent.full, schema.type, schema.name, schema.schema_data, properties, client=True
+        )
+
+    def check_consumer_schema(self, topic: Any, schema: Schema) -> None:
+        """Let a consumer's schema in: it becomes the schema of an idle topic, else it must be compatible."""
+        properties = {kv.key: kv.value for kv in schema.properties}
+        self.broker.schemas.check_consumer(
+            topic.name.partitioned_parent.full,
+            schema.type,
+            schema.name,
+            schema.schema_data,
+            properties,
+            idle=_idle(topic),
         )
 
     @staticmethod
@@ -151,7 +163,7 @@ class BrokerService:
         """Attach a consumer as a SUBSCRIBE asks."""
         topic = self.broker.client_topic(request.topic, create=request.force_topic_creation)
         if request.HasField("schema"):
-            self.register_schema(topic.name, request.schema)
+            self.check_consumer_schema(topic, request.schema)
         sub_type = SubType(request.subType)
         sticky, ranges = False, []
         if sub_type == SubType.KEY_SHARED and request.HasField("keySharedMeta"):
@@ -234,3 +246,12 @@ class PulsarFactory(protocol.ServerFactory):
 
     def buildProtocol(self, addr: object) -> PulsarConnection:  # noqa: N802 (Twisted's name)
         return PulsarConnection(self.service)
+
+
+def _idle(topic: Any) -> bool:
+    """No producers, no consumers and nothing ever published (Pulsar's test before a consumer's schema is added)."""
+    if topic.producers or any(s.consumers for s in topic.subscriptions.values()):
+        return False
+    if isinstance(topic, NonPersistentTopic):
+        return topic.messages_in == 0
+    return topic.next_entry_id == 0

@@ -47,8 +47,6 @@ SCHEMA_TYPES = {
 
 #: ``Schema.Type`` numbers by Pulsar's ``SchemaType`` names.
 SCHEMA_TYPE_NUMBERS = {name: number for number, name in SCHEMA_TYPES.items()}
-#: The compatibility strategy Pulsar's broker applies where the namespace sets none (``schemaCompatibilityStrategy``).
-BROKER_DEFAULT_STRATEGY = "FULL"
 
 
 def schema_response(schema: StoredSchema) -> dict[str, Any]:
@@ -121,14 +119,12 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("POST", base + "/compatibility")
     def compatibility(call: Call) -> Any:
         topic = topic_of(call)
-        type_, data, _ = posted_schema(call)
+        type_, data, properties = posted_schema(call)
         strategy = schemas.strategy(topic)
-        if strategy == "UNDEFINED":
-            strategy = BROKER_DEFAULT_STRATEGY
-        reason = schemas.incompatibility(topic, type_, data)
+        reason = schemas.incompatibility(topic, type_, data, properties)
         if reason is not None:
             # As Pulsar 4.2.4: its check throws instead of answering false, and the exception becomes a 500.
-            raise AdminError(500, f"Error during schema compatibility check with strategy {strategy}: {reason}")
+            raise AdminError(500, reason)
         # Pulsar's IsCompatibilityResponse names its flag isCompatibility; Jackson writes it as "compatibility".
         return json_reply({"compatibility": True, "schemaCompatibilityStrategy": strategy}, 202)
 

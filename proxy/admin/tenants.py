@@ -9,7 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.backlog_quota import BacklogQuota, QuotaType
-from engine.namespaces import SCHEMA_STRATEGIES, valid_name
+from engine.namespaces import valid_name
+from engine.schema_compat import STRATEGIES
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminError, Call, Router, absent_reply, text_reply
 from proxy.admin.topics import namespace_topics
@@ -90,7 +91,7 @@ def _auto_topic_creation(value: Any) -> Any:
 
 
 def _strategy(value: Any) -> Any:
-    if value not in SCHEMA_STRATEGIES:
+    if value not in STRATEGIES:
         raise AdminError(400, f"Cannot deserialize value {value!r} as SchemaCompatibilityStrategy")
     return value
 
