@@ -45,7 +45,8 @@ HASH_RANGE_SIZE = 1 << 16
 #: Points per consumer on the Key_Shared AUTO_SPLIT hash ring.
 RING_POINTS = 100
 #: Delayed delivery granularity (Pulsar's ``delayedDeliveryTickTimeMillis``, not strict): a message due within one
-#: tick is delivered at once, a held one is released up to one tick early.
+#: tick of being read is delivered at once; held ones are released when the first of them is due (at most once a
+#: tick), together with those due within the next tick, as Pulsar releases them.
 DELAYED_DELIVERY_TICK_MS = 1000
 
 
@@ -310,6 +311,8 @@ class Subscription(ConsumerGroup):
         #: Shared and Key_Shared: entries held back by delayed delivery, with the epoch milliseconds they are due at.
         self._delayed: dict[int, int] = {}
         self._delay_timer: Cancellable | None = None
+        #: When the delayed-delivery timer last released entries (epoch milliseconds).
+        self._last_delay_tick = 0
         #: Whether consumers were told that the terminated topic has nothing more (see _tell_end_of_topic).
         self._end_told = False
         #: Messages per entry of the entries read last (sizes reads to the consumers' permits).
@@ -582,14 +585,17 @@ class Subscription(ConsumerGroup):
         return True
 
     def _schedule_delayed(self) -> None:
+        """Time the next release: when the first held entry is due, but not within a tick of the last release."""
         if self._delay_timer is None and self._delayed:
-            due_in = min(self._delayed.values()) - DELAYED_DELIVERY_TICK_MS - now_ms(self.topic.clock)
+            now = now_ms(self.topic.clock)
+            due_in = max(min(self._delayed.values()) - now, self._last_delay_tick + DELAYED_DELIVERY_TICK_MS - now)
             self._delay_timer = self.topic.clock.call_later(max(due_in, 0) / 1000, self._release_delayed)
 
     def _release_delayed(self) -> None:
-        """Move the entries that are due to the replay set and dispatch them."""
+        """Move the entries due within the next tick to the replay set and dispatch them."""
         self._delay_timer = None
-        cutoff = now_ms(self.topic.clock) + DELAYED_DELIVERY_TICK_MS
+        self._last_delay_tick = now_ms(self.topic.clock)
+        cutoff = self._last_delay_tick + DELAYED_DELIVERY_TICK_MS
         due = [entry_id for entry_id, at in self._delayed.items() if at <= cutoff]
         for entry_id in due:
             del self._delayed[entry_id]
