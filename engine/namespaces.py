@@ -2,7 +2,8 @@
 
 Policies are kept as Pulsar's ``Policies`` JSON object holds them (field names included), so the admin API
 returns what was set. Those that change behaviour here: ``deduplicationEnabled``, ``retention_policies``,
-``message_ttl_in_seconds``, ``compaction_threshold``, ``backlog_quota_map``, ``autoTopicCreationOverride`` and
+``message_ttl_in_seconds``, ``compaction_threshold``, ``backlog_quota_map``, ``autoTopicCreationOverride``,
+``autoSubscriptionCreationOverride`` (a producer's initial subscription) and
 ``schema_compatibility_strategy`` (with the deprecated ``schema_auto_update_compatibility_strategy`` and
 ``is_allow_auto_update_schema``); the broker and :class:`PolicyEnforcer` read them through the accessors below.
 Every other policy is stored and returned as set.
@@ -226,6 +227,13 @@ class Namespaces:
         if value.get("topicType") == "partitioned":
             return allowed, max(1, int(value.get("defaultNumPartitions") or 1))
         return allowed, 0
+
+    def auto_subscription_creation(self, namespace: str) -> bool:
+        """Whether subscriptions may be created on demand (the namespace's override, else the broker's: allowed)."""
+        value = self.policy(namespace, "autoSubscriptionCreationOverride")
+        if isinstance(value, dict) and "allowAutoSubscriptionCreation" in value:
+            return bool(value["allowAutoSubscriptionCreation"])
+        return True
 
     def schema_strategy(self, name: TopicName) -> str:
         """The schema compatibility strategy in force on a topic, as Pulsar resolves it: the topic's own, else its

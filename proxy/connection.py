@@ -401,6 +401,8 @@ class PulsarConnection(protocol.Protocol):
             schema_version = None
             if request.HasField("schema"):
                 schema_version = self.service.register_schema(topic.name, request.schema)
+            if request.initial_subscription_name:
+                self.service.create_initial_subscription(topic, request.initial_subscription_name)
             name = request.producer_name or self.broker.generate_producer_name()
             producer = Producer(
                 request.producer_id, name, AccessMode(request.producer_access_mode), request.epoch, self

@@ -114,6 +114,18 @@ class BrokerService:
 
     # -- producing -----------------------------------------------------------------------------
 
+    def create_initial_subscription(self, topic: Any, name: str) -> None:
+        """Create the subscription a producer names (``initial_subscription_name``, as the clients' dead-letter
+        producers do) at the earliest entry, where it is missing, on a persistent topic, and allowed."""
+        if isinstance(topic, NonPersistentTopic) or name in topic.subscriptions:
+            return
+        if not self.broker.namespaces.auto_subscription_creation(topic.name.namespace_name):
+            raise BrokerError(
+                ServerError.NotAllowedError,
+                "Could not create the initial subscription due to the auto subscription creation is not allowed.",
+            )
+        topic.create_subscription(name, topic.first_entry_id())
+
     def publish(
         self,
         connection: PulsarConnection,
