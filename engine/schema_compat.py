@@ -127,7 +127,8 @@ def _against_all(strategy: str, live: Sequence[Schema], new: Schema) -> str | No
 
 
 def _check(strategy: str, existing: Sequence[Schema], new: Schema) -> str | None:
-    """The check of ``new``'s type against ``existing`` (all of the same type as ``new``)."""
+    """The check of ``new``'s type against ``existing`` (all of the same type as ``new``), under any strategy but
+    ALWAYS_COMPATIBLE (which accepts before any check)."""
     if new.type in (AVRO, JSON):
         return _avro(strategy, existing, new)
     if new.type == KEY_VALUE:
@@ -145,11 +146,9 @@ def _avro(strategy: str, existing: Sequence[Schema], new: Schema) -> str | None:
         candidate = avro_compat.parse(new.data)
     except avro_compat.AvroParseError as exc:
         return f"Error during schema parsing: {exc}"
-    if strategy == "ALWAYS_COMPATIBLE":
-        return None
     base = strategy.removesuffix("_TRANSITIVE")
     if base not in ("BACKWARD", "FORWARD", "FULL"):
-        return f"Error during schema compatibility check with strategy {strategy}: not supported" if olds else None
+        return f"Error during schema compatibility check with strategy {strategy}: not supported"
     against = olds if strategy in _TRANSITIVE else olds[-1:]
     for old in reversed(against):
         pairs = {"BACKWARD": [(candidate, old)], "FORWARD": [(old, candidate)]}
@@ -195,8 +194,6 @@ def _json_id(data: bytes) -> object:
 
 
 def _key_value(strategy: str, existing: Sequence[Schema], new: Schema) -> str | None:
-    if strategy == "ALWAYS_COMPATIBLE":
-        return None
     try:
         new_key, new_value = split_key_value(new)
         halves = [split_key_value(s) for s in existing]
@@ -243,9 +240,7 @@ def _protobuf_native(strategy: str, existing: Sequence[Schema], new: Schema) -> 
         old_root = _root_message(old.data)
         if root is None or old_root is None:
             return "Invalid PROTOBUF_NATIVE schema: no root message type"
-        if strategy == "ALWAYS_COMPATIBLE":
-            continue
-        if strategy == "ALWAYS_INCOMPATIBLE" or strategy not in STRATEGIES:
+        if strategy == "ALWAYS_INCOMPATIBLE":
             return "Unknown SchemaCompatibilityStrategy."
         if old_root != root:
             return "Protobuf root message isn't allow change!"
