@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pulsar
@@ -14,7 +15,9 @@ import pytest
 from pulsar.schema import AvroSchema
 
 from engine.avro_compat import AvroParseError, parse, unreadable
+from engine.names import TopicName
 from tests.conftest import Server, make_client
+from tests.test_engine_transactions import TOPIC, Harness
 
 
 def _record(*fields: Any, name: str = "R", **extra: Any) -> str:
@@ -99,3 +102,18 @@ def test_a_refused_consumer_leaves_the_exclusive_subscription_free(client: pulsa
     consumer = client.subscribe(topic, "s", schema=_avro(schema))
     producer.send({"a": "x"})
     assert consumer.receive(5000).value() == {"a": "x"}
+
+
+def test_the_strategy_in_force_topic_then_namespace_then_auto_update_then_broker(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    namespaces, name = h.broker.namespaces, TopicName.parse(TOPIC)
+    assert namespaces.schema_strategy(name) == "FULL"  # UNDEFINED everywhere: the broker's
+    namespaces.set_policy(name.namespace_name, "schema_auto_update_compatibility_strategy", "Forward")
+    assert namespaces.schema_strategy(name) == "FORWARD"
+    namespaces.set_policy(name.namespace_name, "schema_compatibility_strategy", "BACKWARD")
+    assert namespaces.schema_strategy(name) == "BACKWARD"
+    namespaces.set_topic_policy(name.full, "schemaCompatibilityStrategy", "UNDEFINED")
+    assert namespaces.schema_strategy(name) == "BACKWARD"
+    namespaces.set_topic_policy(name.full, "schemaCompatibilityStrategy", "ALWAYS_COMPATIBLE")
+    assert namespaces.schema_strategy(name) == "ALWAYS_COMPATIBLE"
+    h.close()
