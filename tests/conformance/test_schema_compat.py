@@ -4,7 +4,8 @@ broker's FULL), the deprecated auto-update strategy, auto-update switched off, a
 JSON records (Avro's reader/writer rules), PROTOBUF, PROTOBUF_NATIVE, primitives and KEY_VALUE.
 
 Schemas go on raw PRODUCER and SUBSCRIBE commands, so that every type and definition is exactly what the scenario
-says; each attempt records the schema version it got or the error Pulsar answered.
+says; each attempt records the schema version it got or the error Pulsar answered. The admin API's schema upload and
+compatibility test follow the same strategy.
 """
 
 from __future__ import annotations
@@ -68,6 +69,32 @@ RECORD_CHANGES: dict[str, tuple[str, str]] = {
         _record({"name": "e", "type": {**COLOR, "symbols": ["RED", "GREEN", "BLUE"]}}),
     ),
     "same_reformatted": (_record(A), json.dumps(json.loads(_record(A)), indent=2)),
+    "enum_renamed": (
+        _record({"name": "e", "type": COLOR}),
+        _record({"name": "e", "type": {**COLOR, "name": "Colour"}}),
+    ),
+    "enum_renamed_with_alias": (
+        _record({"name": "e", "type": COLOR}),
+        _record({"name": "e", "type": {**COLOR, "name": "Colour", "aliases": ["conf.Color"]}}),
+    ),
+    "fixed_resized": (
+        _record({"name": "f", "type": {"type": "fixed", "name": "F", "size": 4}}),
+        _record({"name": "f", "type": {"type": "fixed", "name": "F", "size": 8}}),
+    ),
+    "nested_record_renamed_in_union": (
+        _record({"name": "n", "type": ["null", {"type": "record", "name": "N1", "fields": [A]}], "default": None}),
+        _record({"name": "n", "type": ["null", {"type": "record", "name": "N2", "fields": [A]}], "default": None}),
+    ),
+    "int_to_float_in_union": (_record(A), _record({"name": "a", "type": ["null", "float"], "default": None})),
+    "array_items_promoted": (
+        _record({"name": "l", "type": {"type": "array", "items": "int"}}),
+        _record({"name": "l", "type": {"type": "array", "items": "long"}}),
+    ),
+    "map_values_changed": (
+        _record({"name": "m", "type": {"type": "map", "values": "int"}}),
+        _record({"name": "m", "type": {"type": "map", "values": "string"}}),
+    ),
+    "namespace_changed": (_record(A), json.dumps({**json.loads(_record(A)), "namespace": "other"})),
 }
 #: ``change: three definitions``: the third breaks only against the first.
 TRANSITIVE_CHANGES: dict[str, tuple[str, str, str]] = {
@@ -83,11 +110,13 @@ def _protobuf_native(message: str, *fields: str) -> str:
     for number, field_name in enumerate(fields, start=1):
         described.field.add(name=field_name, number=number, type=5, label=1)  # TYPE_INT32, LABEL_OPTIONAL
     files = descriptor_pb2.FileDescriptorSet(file=[proto])
-    return json.dumps({
-        "fileDescriptorSet": base64.b64encode(files.SerializeToString()).decode(),
-        "rootMessageTypeName": f"conf.{message}",
-        "rootFileDescriptorName": "conf.proto",
-    })
+    return json.dumps(
+        {
+            "fileDescriptorSet": base64.b64encode(files.SerializeToString()).decode(),
+            "rootMessageTypeName": f"conf.{message}",
+            "rootFileDescriptorName": "conf.proto",
+        }
+    )
 
 
 def _key_value(key: tuple[str, str], value: tuple[str, str]) -> dict[str, Any]:
@@ -182,8 +211,13 @@ class _Raw:
         self._lookup(topic)
         self.next_id += 1
         self.conn.send(
-            T.SUBSCRIBE, topic=topic, subscription=subscription, subType=0, consumer_id=self.next_id,
-            request_id=self.next_id, schema=_wire_schema(schema),
+            T.SUBSCRIBE,
+            topic=topic,
+            subscription=subscription,
+            subType=0,
+            consumer_id=self.next_id,
+            request_id=self.next_id,
+            schema=_wire_schema(schema),
         )
         command = self._answer(self.next_id)
         return {"error": ServerError.Name(command.error.error)} if command.type == T.ERROR else {"ok": True}
@@ -320,3 +354,23 @@ def test_consumer_schemas(run: Run) -> Outcome:
         return out
     finally:
         raw.close()
+
+
+@scenario
+def test_admin_upload_and_compatibility(run: Run) -> Outcome:
+    """``pulsar-admin schemas upload`` and ``compatibility`` follow the namespace's strategy as producers do: the
+    status of each call and the strategy a compatible answer names."""
+    out: dict[str, Any] = {}
+    for strategy in ("UNDEFINED", "FORWARD", "ALWAYS_INCOMPATIBLE"):
+        namespace = _strategy_namespace(run, strategy, "admin-")
+        base = f"/admin/v2/schemas/{namespace}/t"
+        first, required = RECORD_CHANGES["optional_to_required"]
+        results: dict[str, Any] = {
+            "upload": run.admin("POST", f"{base}/schema", {"type": "AVRO", "schema": first}).status
+        }
+        for change, definition in (("optional_to_required", required), ("same", first)):
+            answer = run.admin("POST", f"{base}/compatibility", {"type": "AVRO", "schema": definition})
+            results[change] = {"status": answer.status, "body": answer.body if answer.status < 300 else None}
+        results["upload_required"] = run.admin("POST", f"{base}/schema", {"type": "AVRO", "schema": required}).status
+        out[strategy] = results
+    return out
