@@ -11,8 +11,6 @@ from engine.schema_compat import BROKER_DEFAULT, Schema, consumer_incompatibilit
 from engine.store import Store, StoredSchema
 from wire.pulsar_api_pb2 import ServerError
 
-#: ``Schema.Type`` values that mean "no schema" (bytes).
-_NO_SCHEMA = (0, -1)
 #: The type stored for the version a deletion adds (no ``Schema.Type`` has it; it never goes on the wire).
 DELETED = -100
 #: ``Schema.Type`` of a consumer that takes whatever schema the topic has (never checked, never added).
@@ -66,8 +64,6 @@ class SchemaRegistry:
 
     def incompatibility(self, topic: str, type_: int, data: bytes, properties: dict[str, str]) -> str | None:
         """Why a new schema may not follow the topic's live versions, or None if it may."""
-        if type_ in _NO_SCHEMA:
-            return None
         live = [_schema(s) for s in self.live(topic)]
         return producer_incompatibility(self.strategy(topic), live, Schema(type_, data, properties))
 
@@ -96,7 +92,7 @@ class SchemaRegistry:
     ) -> None:
         """Let a consumer with this schema in, as Pulsar does: on an ``idle`` topic (no schema, producers, consumers
         or entries) its schema becomes the topic's; otherwise it must be compatible with the topic's schema."""
-        if type_ in _NO_SCHEMA or type_ == AUTO_CONSUME:
+        if type_ == AUTO_CONSUME:
             return
         live = [_schema(s) for s in self.live(topic)]
         if not live and idle:

@@ -374,3 +374,24 @@ def test_admin_upload_and_compatibility(run: Run) -> Outcome:
         results["upload_required"] = run.admin("POST", f"{base}/schema", {"type": "AVRO", "schema": required}).status
         out[strategy] = results
     return out
+
+
+@scenario
+def test_explicit_none_schema(run: Run) -> Outcome:
+    """A schema of type NONE on the wire (the official clients send none for bytes) is a schema type like any
+    other: it does not follow an AVRO schema, a consumer with it is checked, and an AVRO one does not follow it."""
+    raw = _Raw(run)
+    try:
+        namespace = _strategy_namespace(run, "UNDEFINED", "none-")
+        avro_first, none_first = f"persistent://{namespace}/avro-first", f"persistent://{namespace}/none-first"
+        return {
+            "avro": raw.produce(avro_first, _schema(AVRO, _record(A))),
+            "then_none": raw.produce(avro_first, _schema(0)),
+            "then_no_schema": raw.produce(avro_first, None),
+            "consumer_none": raw.consume(avro_first, "s", _schema(0)),
+            "none": raw.produce(none_first, _schema(0)),
+            "then_avro": raw.produce(none_first, _schema(AVRO, _record(A))),
+            "none_again": raw.produce(none_first, _schema(0)),
+        }
+    finally:
+        raw.close()
