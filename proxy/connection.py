@@ -710,7 +710,7 @@ class PulsarConnection(protocol.Protocol):
         request = command.getSchema
         version = _SCHEMA_VERSION.unpack(request.schema_version)[0] if len(request.schema_version) == 8 else None
         try:
-            name = TopicName.parse(request.topic).partitioned_parent.full
+            topic = TopicName.parse(request.topic)
         except BrokerError as exc:
             self.send(
                 T.GET_SCHEMA_RESPONSE,
@@ -719,7 +719,7 @@ class PulsarConnection(protocol.Protocol):
                 error_message=exc.message,
             )
             return
-        schema = self.broker.schemas.get(name, version)
+        schema = self.broker.schemas.get(topic.partitioned_parent.full, version)
         if schema is None:
             self.send(
                 T.GET_SCHEMA_RESPONSE,
@@ -731,7 +731,7 @@ class PulsarConnection(protocol.Protocol):
         self.send(
             T.GET_SCHEMA_RESPONSE,
             request_id=request.request_id,
-            schema=self.service.schema_proto(schema),
+            schema=self.service.schema_proto(schema, topic),
             schema_version=_SCHEMA_VERSION.pack(schema.version),
         )
 
