@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from engine.clock import Clock, now_ms
 from engine.coordinator import COORDINATOR_ASSIGN_TOPIC, Coordinators
+from engine.entry_cache import CacheBudget
 from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.namespaces import Namespaces
@@ -43,6 +44,8 @@ class BrokerConfig:
     snapshot_policy: SnapshotPolicy = field(default_factory=SnapshotPolicy)
     #: Testing aid: milliseconds between a transaction's COMMITTING/ABORTING record and its markers.
     txn_end_delay_ms: int = 0
+    #: Bytes of entries all topics keep in memory together for dispatch (Pulsar's managedLedgerCacheSizeMB).
+    entry_cache_bytes: int = 128 * 1024 * 1024
 
 
 #: A commit that replies wait for and that holds at most this many entries and bytes counts as small (see
@@ -101,6 +104,7 @@ class Broker:
         )
         self.stats = BrokerStats(store, clock)
         self.topics: dict[str, Topic] = {}
+        self.entry_cache = CacheBudget(self.config.entry_cache_bytes)
         #: Non-persistent topic partitions, in memory only (a restart forgets them).
         self.non_persistent: dict[str, NonPersistentTopic] = {}
         self._records = store.topics()

@@ -77,6 +77,12 @@ class TopicName:
             return self
         return TopicName(self.domain, self.tenant, self.namespace, self.local.rpartition(PARTITION_SUFFIX)[0])
 
+    @property
+    def schema_name(self) -> str:
+        """``tenant/namespace/local`` of the partitioned topic: the name of the schema its partitions share."""
+        parent = self.partitioned_parent
+        return f"{parent.tenant}/{parent.namespace}/{parent.local}"
+
     def partition(self, index: int) -> TopicName:
         """The name of partition ``index`` of this topic."""
         return TopicName(self.domain, self.tenant, self.namespace, f"{self.local}{PARTITION_SUFFIX}{index}")

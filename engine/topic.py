@@ -13,6 +13,7 @@ from engine.clock import now_ms
 from engine.compaction import Compaction
 from engine.cursor import Cursor
 from engine.entry import Entry
+from engine.entry_cache import EntryCache
 from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.store import TopicRecord
@@ -27,9 +28,6 @@ if TYPE_CHECKING:
     from engine.coordinator import TxnMeta
     from engine.non_persistent import NonPersistentTopic
 
-#: Entries kept in memory per topic partition for dispatch without reading the store.
-CACHE_ENTRIES = 20_000
-CACHE_BYTES = 32 * 1024 * 1024
 #: Receipt id of a message dropped as a duplicate (Pulsar answers -1:-1).
 DUPLICATE = -1
 
@@ -148,8 +146,8 @@ class Topic(ProducerHost):
         self.next_entry_id = self.last_confirmed + 1
         #: The last entry of a terminated topic (no more publishes), else None.
         self.terminated: int | None = broker.terminated.get(name.full)
-        self._cache: list[Entry] = []
-        self._cache_bytes = 0
+        self._cache = EntryCache(broker.entry_cache)
+        self._cache.confirmed = self.last_confirmed
         self.subscriptions: dict[str, Subscription] = {}
         self._sequences = self.store.producer_sequences(self.topic_id)
         self._persisted_sequences = dict(self._sequences)
@@ -178,25 +176,20 @@ class Topic(ProducerHost):
         """The last entry consumers may read: the transaction buffer's max read position."""
         return self.txn_buffer.max_read_position
 
-    def _cached(self, entry_id: int) -> Entry | None:
-        if self._cache and entry_id >= self._cache[0].entry_id:
-            index = entry_id - self._cache[0].entry_id
-            if index < len(self._cache):
-                return self._cache[index]
-        return None
-
     def read(self, start: int, end: int) -> list[Entry]:
         """Entries ``start..end`` (inclusive) of the confirmed log."""
         end = min(end, self.last_confirmed)
         if start > end:
             return []
-        first = self._cache[0].entry_id if self._cache else self.next_entry_id
+        first = self._cache.first
+        if first is None:
+            first = self.next_entry_id
         if start >= first:
-            return self._cache[start - first : end - first + 1]
+            return self._cache.span(start, end)
         rows = self.store.read(self.topic_id, start, min(end, first - 1))
         entries = [Entry.from_body(entry_id, body) for entry_id, body in rows]
         if end >= first:
-            entries += self._cache[: end - first + 1]
+            entries += self._cache.span(first, end)
         return entries
 
     def read_ids(self, entry_ids: list[int]) -> list[Entry]:
@@ -206,7 +199,7 @@ class Topic(ProducerHost):
         for entry_id in entry_ids:
             if entry_id > self.last_confirmed:
                 continue
-            entry = self._cached(entry_id)
+            entry = self._cache.get(entry_id)
             if entry is None:
                 missing.append(entry_id)
             else:
@@ -316,7 +309,6 @@ class Topic(ProducerHost):
         entry = Entry.from_metadata(self.next_entry_id, body, metadata)
         self.next_entry_id += 1
         self._cache.append(entry)
-        self._cache_bytes += len(body)
         self.store.stage_entry(self.topic_id, entry.entry_id, entry.publish_time, body)
         self.broker.staged(self)
         return entry
@@ -326,18 +318,14 @@ class Topic(ProducerHost):
         self.last_confirmed = max(self.last_confirmed, upto)
         self._cursors_in_flight = set()
         self._persisted_sequences.update(self._sequences)
-        if len(self._cache) > CACHE_ENTRIES or self._cache_bytes > CACHE_BYTES:
-            drop = len(self._cache) // 4 or 1
-            self._cache_bytes -= sum(len(entry.body) for entry in self._cache[:drop])
-            del self._cache[:drop]
+        self._cache.confirm(self.last_confirmed)
         for subscription in list(self.subscriptions.values()):
             subscription.dispatch()
 
     def commit_failed(self) -> bool:
         """Staged entries were lost: forget them (their producers are told). Cursors staged with them are changed
         again, to be written by a later commit; True if there are any."""
-        while self._cache and self._cache[-1].entry_id > self.last_confirmed:
-            self._cache_bytes -= len(self._cache.pop().body)
+        self._cache.drop_unconfirmed()
         self.next_entry_id = self.last_confirmed + 1
         self._sequences = dict(self._persisted_sequences)
         self.txn_buffer.rolled_back(self.last_confirmed)
@@ -421,3 +409,4 @@ class Topic(ProducerHost):
             producer.sink.close_producer(producer)
         for subscription in self.subscriptions.values():
             subscription.close_consumers()
+        self.broker.entry_cache.forget(self._cache)

@@ -73,6 +73,11 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="seconds a frame that has begun to arrive may take to arrive whole (default 30)",
     )
+    serve.add_argument(
+        "--managed-ledger-cache-size-mb",
+        type=int,
+        help="MiB of entries all topics keep in memory together for dispatch (default 128)",
+    )
     demo = commands.add_parser(
         "demo",
         help="run the Spark pipeline example end to end",

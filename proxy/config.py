@@ -52,6 +52,9 @@ class Settings:
     handshake_timeout_seconds: int = 10
     #: Seconds a frame that has begun to arrive may take to arrive whole.
     frame_timeout_seconds: int = 30
+    #: MiB of entries all topics keep in memory together for dispatch (Pulsar's managedLedgerCacheSizeMB): memory
+    #: does not grow with the number of topics; older entries are read from the store.
+    managed_ledger_cache_size_mb: int = 128
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}

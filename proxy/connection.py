@@ -119,6 +119,8 @@ class PulsarConnection(protocol.Protocol):
         #: Closes a connection that does not say CONNECT in time, or leaves a frame unfinished for too long.
         self._handshake_timer: IDelayedCall | None = None
         self._frame_timer: IDelayedCall | None = None
+        #: When the frame that is buffered unfinished began to arrive (reactor seconds), or None.
+        self._frame_begun: float | None = None
         self.peer = "?"
         self.client_version = ""
         #: When the connection was accepted (epoch milliseconds), for the admin API's stats.
@@ -182,27 +184,43 @@ class PulsarConnection(protocol.Protocol):
         self._heard_since_ping = True
         self._reading = True
         try:
-            self._handle_frames(data)
+            completed = self._handle_frames(data)
         finally:
             self._reading = False
         # The answers to this read go out now, not after the reads of every other connection in this turn.
         self.flush()
-        self._watch_unfinished_frame()
+        self._watch_unfinished_frame(completed)
 
-    def _watch_unfinished_frame(self) -> None:
-        """Time a frame that has begun to arrive: a peer that never finishes it is dropped (slow loris)."""
+    def _watch_unfinished_frame(self, completed: bool) -> None:
+        """Time a frame that has begun to arrive: a peer that never finishes it is dropped (slow loris).
+
+        ``completed``: this read finished a frame, so what is buffered now is a frame begun by this read. Busy
+        connections end many reads inside a frame; one timer per connection serves them all: it is armed when a frame
+        is begun and none is, and when it fires it closes the connection only if the unfinished frame is older than
+        the timeout (else it waits for the newer one's deadline).
+        """
         if not self.decoder.buffered:
-            if self._frame_timer is not None:
-                self._frame_timer.cancel()
-                self._frame_timer = None
-        elif self._frame_timer is None and self.state is not State.CLOSED:
-            timeout = self.service.timeouts.frame
-            self._frame_timer = self.service.reactor.callLater(
-                timeout, self.close, f"a frame begun {timeout:g} s ago is still unfinished"
-            )
+            self._frame_begun = None
+        elif self._frame_begun is None or completed:
+            self._frame_begun = self.service.reactor.seconds()
+            if self._frame_timer is None and self.state is not State.CLOSED:
+                self._frame_timer = self.service.reactor.callLater(self.service.timeouts.frame, self._frame_timed_out)
 
-    def _handle_frames(self, data: bytes) -> None:
+    def _frame_timed_out(self) -> None:
+        self._frame_timer = None
+        if self._frame_begun is None:
+            return
+        timeout = self.service.timeouts.frame
+        left = self._frame_begun + timeout - self.service.reactor.seconds()
+        if left > 0:
+            self._frame_timer = self.service.reactor.callLater(left, self._frame_timed_out)
+        else:
+            self.close(f"a frame begun {timeout:g} s ago is still unfinished")
+
+    def _handle_frames(self, data: bytes) -> bool:
+        """Handle the frames ``data`` completes; whether it completed any."""
         frames = self.decoder.feed(data)
+        completed = False
         while self.state is not State.CLOSED:
             try:
                 item = next(frames)
@@ -210,7 +228,8 @@ class PulsarConnection(protocol.Protocol):
                 break
             except ProtocolError as exc:
                 self.close(f"malformed frame: {exc}")
-                return
+                return completed
+            completed = True
             try:
                 self._handle(item.command, item.body)
             except ProtocolError as exc:
@@ -219,6 +238,7 @@ class PulsarConnection(protocol.Protocol):
                 log.exception("[%s] failed handling %s", self.peer, type_name(item.command.type))
                 self.close("internal error")
         frames.close()
+        return completed
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:  # noqa: N802
         self.state = State.CLOSED
@@ -712,7 +732,7 @@ class PulsarConnection(protocol.Protocol):
         request = command.getSchema
         version = _SCHEMA_VERSION.unpack(request.schema_version)[0] if len(request.schema_version) == 8 else None
         try:
-            name = TopicName.parse(request.topic).partitioned_parent.full
+            topic = TopicName.parse(request.topic)
         except BrokerError as exc:
             self.send(
                 T.GET_SCHEMA_RESPONSE,
@@ -721,7 +741,7 @@ class PulsarConnection(protocol.Protocol):
                 error_message=exc.message,
             )
             return
-        schema = self.broker.schemas.get(name, version)
+        schema = self.broker.schemas.get(topic.partitioned_parent.full, version)
         if schema is None:
             self.send(
                 T.GET_SCHEMA_RESPONSE,
@@ -733,7 +753,7 @@ class PulsarConnection(protocol.Protocol):
         self.send(
             T.GET_SCHEMA_RESPONSE,
             request_id=request.request_id,
-            schema=self.service.schema_proto(schema),
+            schema=self.service.schema_proto(schema, topic),
             schema_version=_SCHEMA_VERSION.pack(schema.version),
         )
 

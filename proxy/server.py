@@ -102,11 +102,12 @@ class BrokerService:
         )
 
     @staticmethod
-    def schema_proto(schema: StoredSchema) -> dict[str, object]:
-        """A stored schema as the fields of a ``Schema`` message."""
+    def schema_proto(schema: StoredSchema, topic: TopicName) -> dict[str, object]:
+        """A stored schema of ``topic`` as the fields of a ``Schema`` message, named as Pulsar names it (the topic's
+        schema name, not the name a producer gave it)."""
         properties = json.loads(schema.properties)
         return {
-            "name": schema.name,
+            "name": topic.schema_name,
             "schema_data": schema.data,
             "type": schema.type,
             "properties": [{"key": k, "value": v} for k, v in properties.items()],

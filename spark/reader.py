@@ -10,6 +10,7 @@ last message id the broker reported (its ``maxReadPosition``).
 from __future__ import annotations
 
 import base64
+import binascii
 import logging
 import struct
 import time
@@ -124,9 +125,16 @@ def decompress(metadata: MessageMetadata, payload: bytes) -> bytes:
         raise PulsarError(f"a payload does not decompress: {exc}") from None
 
 
-def key_bytes(partition_key: str, b64: bool) -> bytes:
-    """A message key as bytes (base64-encoded keys are keys set as bytes)."""
-    return base64.b64decode(partition_key) if b64 else partition_key.encode()
+def key_bytes(partition_key: str | bytes, b64: bool) -> bytes:
+    """A message key as bytes (base64-encoded keys are keys set as bytes). The protobuf runtime gives a key that is
+    not UTF-8 as bytes; a key flagged base64 that does not decode is taken as it was written."""
+    raw = partition_key.encode() if isinstance(partition_key, str) else partition_key
+    if b64:
+        try:
+            return base64.b64decode(raw, validate=True)
+        except binascii.Error:
+            pass
+    return raw
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from tests.conftest import Server, Witness
 from tests.server_process import ServerProcess
 from tests.test_bad_input import RawConnection, assert_logged_close
+from wire.commands import frame
 from wire.pulsar_api_pb2 import BaseCommand
 
 T = BaseCommand
@@ -75,5 +76,29 @@ def test_a_peer_that_does_not_answer_pings_is_dropped(server_factory: Callable[.
     assert pings >= 1 and time.monotonic() - began < 4.5
     assert_logged_close(server, mute, "keepalive timeout")
     # The official client answers PINGs: over the same seconds it stayed connected.
+    witness.check()
+    witness.client.close()
+
+
+def test_a_busy_peer_whose_reads_all_end_inside_a_frame_is_not_dropped(
+    server_factory: Callable[..., Server],
+) -> None:
+    """Each write finishes the frame the last one began and begins the next: no frame is unfinished for long, though
+    some frame always is; the connection stays open past several frame timeouts."""
+    server, witness = _server(server_factory)
+    busy = RawConnection(server.port)
+    busy.handshake()
+    size = len(frame(T.PING))
+    stream = frame(T.PING) * 12
+    cuts = [0] + [size // 2 + i * size for i in range(12)]  # every cut inside a frame, until the last
+    for start, end in zip(cuts, [*cuts[1:], len(stream)], strict=True):
+        piece = stream[start:end]
+        busy.send_raw(piece)
+        time.sleep(0.3)
+    busy.sock.settimeout(2)
+    pongs = sum(1 for item in busy.decoder.feed(busy.sock.recv(65536)) if item.command.type == T.PONG)
+    assert pongs >= 1
+    busy.assert_open()
+    assert "still unfinished" not in server.log()
     witness.check()
     witness.client.close()

@@ -11,25 +11,34 @@ from collections.abc import Callable
 
 import pulsar
 
+from spark.protocol import Client
+from spark.reader import EARLIEST, PartitionReader, Position
 from tests.conftest import Server, Witness, make_client
 from tests.server_process import ServerProcess
 from tests.test_bad_input import RawConnection, _producer
 from wire.commands import make
 from wire.framing import encode_payload_command, make_body
-from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata
+from wire.pulsar_api_pb2 import BaseCommand, MessageIdData, MessageMetadata
 
 T = BaseCommand
 
 
 def _send(conn: RawConnection, name: str, sequence_id: int, payload: bytes, metadata: bytes | None = None) -> int:
     """SEND one message (``metadata`` as raw bytes, else plain); the entry id of its receipt."""
+    return _receipt(conn, name, sequence_id, payload, metadata).entryId
+
+
+def _receipt(
+    conn: RawConnection, name: str, sequence_id: int, payload: bytes, metadata: bytes | None = None
+) -> MessageIdData:
+    """SEND one message (``metadata`` as raw bytes, else plain); the id of its receipt."""
     if metadata is None:
         metadata = MessageMetadata(
             producer_name=name, sequence_id=sequence_id, publish_time=int(time.time() * 1000)
         ).SerializeToString()
     command = make(T.SEND, producer_id=1, sequence_id=sequence_id, num_messages=1)
     conn.send_raw(encode_payload_command(command, make_body(metadata, payload)))
-    return conn.expect(T.SEND_RECEIPT).send_receipt.message_id.entryId
+    return conn.expect(T.SEND_RECEIPT).send_receipt.message_id
 
 
 def _drain(url: str, topic: str, subscription: str) -> list[bytes]:
@@ -86,3 +95,26 @@ def test_a_partition_key_that_is_not_utf8_is_stored_without_a_hole(
     raw.close()
     assert _drain(server.url, topic, "s") == [b"a", b"bad-key", b"c"]
     assert "Traceback" not in server.log()
+
+
+def test_the_spark_reader_reads_keys_that_are_not_utf8_or_not_base64(server: ServerProcess, topic: str) -> None:
+    """The connector's reader gives such keys as the bytes they were, instead of failing the partition's read."""
+    raw = RawConnection(server.port)
+    raw.handshake()
+    name = _producer(raw, topic)
+
+    def keyed(sequence_id: int, key: str, b64: bool) -> bytes:
+        return MessageMetadata(
+            producer_name=name, sequence_id=sequence_id, publish_time=int(time.time() * 1000), partition_key=key,
+            partition_key_b64_encoded=b64,
+        ).SerializeToString()
+
+    not_utf8 = keyed(0, "k", False).replace(b"\x01k", b"\x01\xff")
+    _send(raw, name, 0, b"not-utf8", not_utf8)
+    _send(raw, name, 1, b"not-base64", keyed(1, "a*b", True))
+    last = _receipt(raw, name, 2, b"base64", keyed(2, "aGk=", True))
+    raw.close()
+    with Client(server.url) as client:
+        until = Position(last.ledgerId, last.entryId, 0)
+        read = PartitionReader(client, topic, EARLIEST, until, poll_timeout=10).messages()
+        assert [(m.value, m.key) for m in read] == [(b"not-utf8", b"\xff"), (b"not-base64", b"a*b"), (b"base64", b"hi")]

@@ -78,6 +78,8 @@ class Snapshot:
     per_namespace: dict[str, int] = field(default_factory=dict)
     latency: list[tuple[float, int]] = field(default_factory=list)
     latency_sum: float = 0.0
+    #: Bytes of entries held in the topics' caches.
+    cache_used: int = 0
 
 
 def snapshot(ctx: AdminContext) -> Snapshot:
@@ -85,7 +87,7 @@ def snapshot(ctx: AdminContext) -> Snapshot:
     broker = ctx.broker
     stats = broker.stats
     cluster = ctx.cluster
-    out = Snapshot(cluster)
+    out = Snapshot(cluster, cache_used=broker.entry_cache.used)
     for topic in list(broker.topics.values()):
         namespace = topic.name.namespace_name
         out.per_namespace[namespace] = out.per_namespace.get(namespace, 0) + 1
@@ -151,6 +153,11 @@ class SnapshotCollector:
         for namespace, count in sorted(taken.per_namespace.items()):
             topics_count.add_metric([taken.cluster, namespace], count)
         yield topics_count
+        cache = GaugeMetricFamily(
+            "pulsar_ml_cache_used_size", "Bytes of entries the topics keep in memory", labels=["cluster"]
+        )
+        cache.add_metric([taken.cluster], taken.cache_used)
+        yield cache
         for index, (name, kind, doc) in enumerate(COORDINATOR_METRICS):
             family = _family(name, kind, doc, _COORDINATOR)
             for values, figures in taken.coordinators:

@@ -424,14 +424,15 @@ QUIET_MS = 500
 
 
 def drain(
-    source: pulsar.Consumer | pulsar.Reader, quiet_ms: int = QUIET_MS, limit: int = 10_000
+    source: pulsar.Consumer | pulsar.Reader, quiet_ms: int = QUIET_MS, limit: int = 10_000, first_ms: int = 0
 ) -> list[pulsar.Message]:
-    """Every message a consumer or reader gets until ``quiet_ms`` passes with none."""
+    """Every message a consumer or reader gets until ``quiet_ms`` passes with none (``first_ms``, if longer, for the
+    first: a consumer that has just subscribed to a busy broker may wait longer for its first dispatch)."""
     receive = source.read_next if isinstance(source, pulsar.Reader) else source.receive
     received: list[pulsar.Message] = []
     while len(received) < limit:
         try:
-            received.append(receive(quiet_ms))
+            received.append(receive(quiet_ms if received else max(quiet_ms, first_ms)))
         except pulsar.Timeout:
             break
     return received

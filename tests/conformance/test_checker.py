@@ -141,6 +141,20 @@ def test_each_anomaly_is_found(mutate: Callable[[Events], None], kind: str) -> N
     assert result.anomalies[kind], (kind, result.anomalies)
 
 
+def test_one_transactions_messages_on_a_partition_may_come_in_either_order() -> None:
+    """The Java client may send a transaction's messages to a partition in another order than they were given; a
+    later message of another transaction (or a plain send) still has to come after them."""
+    history = _history()
+    _committed_missing(history)  # w0-1 moves from partition 1 to partition 0, before w0-0
+    final = _final(history, 0)
+    final["values"] = ["w0-1", "w0-0", "w0-4", "sentinel:a:0"]
+    final["mids"] = ["1:0:0", "1:1:0", "1:3:0", "1:9:0"]
+    result = check(history)
+    assert result.ok, result.anomalies
+    final["values"] = ["w0-1", "w0-4", "w0-0", "sentinel:a:0"]
+    assert check(history).anomalies["order"]
+
+
 def test_a_refused_ack_of_a_stale_copy_is_not_an_anomaly() -> None:
     history = _history()
     _stale_copy_refused(history)

@@ -26,6 +26,8 @@ T = BaseCommand
 Earliest = pulsar.InitialPosition.Earliest
 #: How long a drain waits for one more message once the backlog is expected to be in the receiver queue.
 QUIET_MS = 300
+#: How long a new consumer waits for its first message before it counts as getting none.
+FIRST_MS = 2000
 
 
 def _batched(client: pulsar.Client, topic: str, batches: int, size: int, prefix: str = "m") -> None:
@@ -89,7 +91,7 @@ def _mixed_topic(run: Run, client: pulsar.Client) -> tuple[str, int]:
 
 def _resubscribe_and_drain(client: pulsar.Client, topic: str, sub: str, **kwargs: Any) -> list[str]:
     consumer = client.subscribe(topic, sub, **kwargs)
-    got = texts(drain(consumer, QUIET_MS))
+    got = texts(drain(consumer, QUIET_MS, first_ms=FIRST_MS))
     consumer.close()
     return got
 

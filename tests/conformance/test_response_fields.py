@@ -81,3 +81,27 @@ def test_fields_of_answers(run: Run) -> Outcome:
         return out
     finally:
         conn.close()
+
+
+@scenario
+def test_schema_names(run: Run) -> Outcome:
+    """GET_SCHEMA names a schema after its topic (``tenant/namespace/topic``, a partition's after its partitioned
+    topic), whatever name the producer that registered it gave it."""
+    topic = run.topic("named")
+    conn = RawConnection(urlparse(run.target.service_url).port or 6650)
+    try:
+        conn.send(T.CONNECT, client_version="fields-probe", protocol_version=20)
+        conn.expect(T.CONNECTED)
+        conn.send(
+            T.PRODUCER, topic=topic, producer_id=1, request_id=1,
+            schema={"name": "a-name-of-its-own", "type": 1, "schema_data": b""},
+        )
+        conn.expect(T.PRODUCER_SUCCESS)
+        names = {}
+        for label, name in (("topic", topic), ("partition", f"{topic}-partition-0")):
+            conn.send(T.GET_SCHEMA, topic=name, request_id=len(names) + 2)
+            answer = conn.expect(T.GET_SCHEMA_RESPONSE).getSchemaResponse
+            names[label] = answer.schema.name.replace(run.suffix, "<suffix>")
+        return names
+    finally:
+        conn.close()

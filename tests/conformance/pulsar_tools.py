@@ -1,0 +1,51 @@
+"""Pulsar's own command-line tools, ``pulsar-admin`` and ``pulsar-client`` (``org.apache.pulsar:pulsar-client-tools``,
+resolved from Maven Central by ``tests/conformance/pulsar-tools``), run as a user runs them against one target.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.maven import dependencies
+
+PROJECT = Path(__file__).resolve().parent / "pulsar-tools"
+ADMIN_MAIN = "org.apache.pulsar.admin.cli.PulsarAdminTool"
+CLIENT_MAIN = "org.apache.pulsar.client.cli.PulsarClientTool"
+#: A short-lived JVM per command: start fast rather than run fast.
+JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-Xmx256m")
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one command printed and how it exited."""
+
+    code: int
+    out: str
+    err: str
+
+
+class Tools:
+    """Runs ``pulsar-admin`` against ``admin_url`` and ``pulsar-client`` against ``service_url``."""
+
+    def __init__(self, service_url: str, admin_url: str) -> None:
+        self.lib = dependencies(PROJECT)
+        self.service_url = service_url
+        self.admin_url = admin_url
+        # The tools read a client.conf first (the scripts pass conf/client.conf); the options given here win.
+        self.conf = Path(tempfile.mkstemp(prefix="client-", suffix=".conf")[1])
+
+    def _run(self, main: str, *args: str, timeout: float) -> Result:
+        argv = ["java", *JVM_OPTIONS, "-cp", f"{self.lib}/*", main, str(self.conf), *args]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        return Result(done.returncode, done.stdout, done.stderr)
+
+    def admin(self, *args: str, timeout: float = 120) -> Result:
+        """``pulsar-admin --admin-url <target> ARGS``."""
+        return self._run(ADMIN_MAIN, "--admin-url", self.admin_url, *args, timeout=timeout)
+
+    def client(self, *args: str, timeout: float = 120) -> Result:
+        """``pulsar-client --url <target> ARGS``."""
+        return self._run(CLIENT_MAIN, "--url", self.service_url, *args, timeout=timeout)
