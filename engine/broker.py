@@ -18,6 +18,7 @@ from engine.stats import BrokerStats
 from engine.store import StagedWrites, Store, StoreFullError
 from engine.topic import Topic
 from engine.txn_buffer import SnapshotPolicy
+from wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 from wire.pulsar_api_pb2 import ServerError
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,8 @@ class BrokerConfig:
     snapshot_policy: SnapshotPolicy = field(default_factory=SnapshotPolicy)
     #: Testing aid: milliseconds between a transaction's COMMITTING/ABORTING record and its markers.
     txn_end_delay_ms: int = 0
+    #: The largest message taken (Pulsar's ``maxMessageSize``): also bounds what a payload may decompress to.
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
 
 
 #: A commit that replies wait for and that holds at most this many entries and bytes counts as small (see

@@ -73,6 +73,11 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="seconds a frame that has begun to arrive may take to arrive whole (default 30)",
     )
+    serve.add_argument(
+        "--max-message-size",
+        type=int,
+        help="largest message in bytes, advertised to clients, which batch and chunk by it (default 5242880)",
+    )
     demo = commands.add_parser(
         "demo",
         help="run the Spark pipeline example end to end",

@@ -16,6 +16,8 @@ from typing import Any
 
 ENV_PREFIX = "PULSAR_TXN_PROXY_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+#: The largest max message size: a frame (the message and 10 KiB of headers) must fit a Java ``int``, as in Pulsar.
+MAX_MESSAGE_SIZE_LIMIT = 2**31 - 1 - 10 * 1024
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,10 @@ class Settings:
     handshake_timeout_seconds: int = 10
     #: Seconds a frame that has begun to arrive may take to arrive whole.
     frame_timeout_seconds: int = 30
+    # -- message size (issue 23 item 8) --
+    #: The largest message taken, in bytes (Pulsar's maxMessageSize): advertised in CONNECTED, so clients batch and
+    #: chunk by it; a frame larger than it plus 10 KiB closes its connection.
+    max_message_size: int = 5 * 1024 * 1024
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
@@ -123,6 +129,8 @@ def load(cli: Mapping[str, Any], config_file: str | None, environ: Mapping[str, 
     for name in ("listen_backlog", "keep_alive_interval_seconds", "handshake_timeout_seconds", "frame_timeout_seconds"):
         if getattr(settings, name) < 1:
             raise SettingsError(f"{name}: expected a positive integer, got {getattr(settings, name)}")
+    if not 1 <= settings.max_message_size <= MAX_MESSAGE_SIZE_LIMIT:
+        raise SettingsError(f"max_message_size: expected 1..{MAX_MESSAGE_SIZE_LIMIT}, got {settings.max_message_size}")
     return settings
 
 

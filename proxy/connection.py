@@ -27,7 +27,6 @@ from engine.topic import DUPLICATE, AccessMode, Producer
 from proxy.transactions import TransactionCommands, transactional_ack
 from wire.commands import NO_ID, ReceiptEncoder, frame, make, payload_of, type_name
 from wire.framing import (
-    MAX_MESSAGE_SIZE,
     FrameDecoder,
     ProtocolError,
     encode_command,
@@ -108,7 +107,7 @@ class PulsarConnection(protocol.Protocol):
         self.service = service
         self.broker = service.broker
         self.state = State.AWAITING_CONNECT
-        self.decoder = FrameDecoder()
+        self.decoder = FrameDecoder(self.broker.config.max_message_size)
         self._receipts = ReceiptEncoder()
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
@@ -345,7 +344,7 @@ class PulsarConnection(protocol.Protocol):
             T.CONNECTED,
             server_version=self.service.server_version,
             protocol_version=self.protocol_version,
-            max_message_size=MAX_MESSAGE_SIZE,
+            max_message_size=self.broker.config.max_message_size,
         )
 
     def _on_ping(self, command: BaseCommand, body: bytes | None) -> None:

@@ -41,6 +41,7 @@ def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> i
         transaction_coordinators=settings.transaction_coordinators,
         snapshot_policy=SnapshotPolicy(settings.txn_snapshot_max_changes, settings.txn_snapshot_interval_seconds),
         txn_end_delay_ms=settings.txn_end_delay_ms,
+        max_message_size=settings.max_message_size,
     )
     commits = ThreadedCommits(reactor)
     broker = Broker(store, SystemClock(reactor.callLater), config, commits)

@@ -50,7 +50,8 @@ final class Scenarios {
             "aborted_then_committed", "spin_hold", "end_then_die", "end_verify", "keyed_txns", "message_ids",
             "late_send_after_timeout", "end_errors", "missing_namespace_end",
             "crash_loop", "partial_batch_permits",
-            "ack_batch_cumulative", "ack_batch_individual", "ack_two_aborts", "ack_cumulative_open");
+            "ack_batch_cumulative", "ack_batch_individual", "ack_two_aborts", "ack_cumulative_open",
+            "max_size_batches");
 
     /** Scenarios that leave the process with open transactions or unanswered requests on purpose: no close. */
     static final Set<String> LEAVE_OPEN = Set.of("crash_prepare", "hang_prepare", "end_then_die");
@@ -133,6 +134,8 @@ final class Scenarios {
             case "ack_cumulative_open" -> acks().cumulativeOpen(arg(args, 0), Integer.parseInt(arg(args, 1)));
             case "ack_two_aborts" -> acks().twoAborts(arg(args, 0), subType(args, 1, "Failover"),
                     args.contains("batched"), args.contains("cumulative"));
+            case "max_size_batches" -> new MessageSizeScenarios(client, obs).maxSizeBatches(arg(args, 0),
+                    Integer.parseInt(arg(args, 1)), Integer.parseInt(arg(args, 2)));
             default -> throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
