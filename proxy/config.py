@@ -58,6 +58,12 @@ class Settings:
     #: The largest message taken, in bytes (Pulsar's maxMessageSize): advertised in CONNECTED, so clients batch and
     #: chunk by it; a frame larger than it plus 10 KiB closes its connection.
     max_message_size: int = 5 * 1024 * 1024
+    # -- advertised listeners (issue 23 item 12) --
+    #: Named addresses of this endpoint that lookups ask for by name (Pulsar's advertisedListeners):
+    #: ``name:pulsar://host:port`` items, a name may also have one ``pulsar+ssl://`` URL, separated by commas.
+    advertised_listeners: str | None = None
+    #: The listener whose addresses answer lookups that name none (Pulsar's internalListenerName; default: the first).
+    internal_listener_name: str | None = None
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
@@ -131,6 +137,15 @@ def load(cli: Mapping[str, Any], config_file: str | None, environ: Mapping[str, 
             raise SettingsError(f"{name}: expected a positive integer, got {getattr(settings, name)}")
     if not 1 <= settings.max_message_size <= MAX_MESSAGE_SIZE_LIMIT:
         raise SettingsError(f"max_message_size: expected 1..{MAX_MESSAGE_SIZE_LIMIT}, got {settings.max_message_size}")
+    if settings.internal_listener_name and not settings.advertised_listeners:
+        raise SettingsError("internal_listener_name: set without advertised_listeners")
+    if settings.advertised_listeners:
+        from proxy.listeners import ListenerConfigError, Listeners
+
+        try:
+            Listeners.parse(settings.advertised_listeners, settings.internal_listener_name)
+        except ListenerConfigError as exc:
+            raise SettingsError(f"advertised_listeners: {exc}") from None
     return settings
 
 

@@ -375,6 +375,7 @@ class PulsarConnection(protocol.Protocol):
         request = command.lookupTopic
         try:
             self.service.check_lookup(request.topic)
+            url, url_tls = self.service.lookup_urls(request.advertised_listener_name, self.transport.getHost().host)
         except BrokerError as exc:
             self.send(
                 T.LOOKUP_RESPONSE,
@@ -388,7 +389,8 @@ class PulsarConnection(protocol.Protocol):
             T.LOOKUP_RESPONSE,
             request_id=request.request_id,
             response=1,
-            brokerServiceUrl=self.service.service_url(self),
+            brokerServiceUrl=url,
+            brokerServiceUrlTls=url_tls,
             authoritative=True,
             proxy_through_service_url=False,
         )

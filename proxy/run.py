@@ -16,6 +16,7 @@ from engine.txn_buffer import SnapshotPolicy
 from proxy.commits import ThreadedCommits
 from proxy.config import Settings, data_path
 from proxy.connection import ConnectionTimeouts
+from proxy.listeners import Listeners
 from proxy.server import BrokerService, PulsarFactory
 from proxy.transport import adopt_eager
 
@@ -50,7 +51,10 @@ def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> i
         handshake=settings.handshake_timeout_seconds,
         frame=settings.frame_timeout_seconds,
     )
-    service = BrokerService(broker, reactor, settings.advertised_address, settings.port, timeouts)
+    listeners = None
+    if settings.advertised_listeners:
+        listeners = Listeners.parse(settings.advertised_listeners, settings.internal_listener_name)
+    service = BrokerService(broker, reactor, settings.advertised_address, settings.port, timeouts, listeners)
     commits.after_completions = service.flush_written
     listener = adopt_eager(reactor, pulsar_socket, PulsarFactory(service))
     service.port = listener.getHost().port
