@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
+#: Pulsar's answer to a SEND larger than its topic's max message size policy.
+_TOO_LARGE = "Exceed maximum message size"
 
 
 class BrokerService:
@@ -139,6 +141,11 @@ class BrokerService:
                 return
             connection.receipt(producer, sequence_id, highest, MESSAGE_ID)
             topic.publish(producer, message.body, message.metadata)
+            return
+        limit = topic.broker.namespaces.max_message_size(topic.name)
+        if limit and len(message.body) > limit and not message.metadata.HasField("chunk_id"):
+            # As Pulsar: a topic's own max message size fails the send alone (chunks are exempt).
+            connection.receipt(producer, sequence_id, highest, BrokerError(ServerError.NotAllowedError, _TOO_LARGE))
             return
         txn = None
         if transactional:

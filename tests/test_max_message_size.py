@@ -20,7 +20,7 @@ from tests.test_bad_input import RawConnection
 from tests.txn_harness import Scenario, txn_harness_fixture  # noqa: F401 (the txn_harness fixture)
 from wire.commands import make
 from wire.framing import DEFAULT_MAX_MESSAGE_SIZE, MESSAGE_SIZE_FRAME_PADDING, encode_payload_command, make_body
-from wire.pulsar_api_pb2 import BaseCommand, CompressionType, MessageMetadata
+from wire.pulsar_api_pb2 import BaseCommand, CompressionType, MessageMetadata, ServerError
 
 T = BaseCommand
 #: A small max message size keeps the frames of these tests small.
@@ -166,3 +166,41 @@ def test_examine_does_not_decompress_beyond_the_setting(small_server: ServerProc
         urllib.request.urlopen(url, timeout=10)
     assert failure.value.code == 500
     assert f"exceeds the max message size {SMALL}" in failure.value.read().decode()
+
+
+def _policy(server: ServerProcess, topic: str, method: str, body: bytes | None = None) -> tuple[int, bytes]:
+    path = topic.replace("persistent://", "persistent/")
+    request = urllib.request.Request(
+        f"{server.admin_url}/admin/v2/{path}/maxMessageSize",
+        data=body,
+        method=method,
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status, reply.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_topic_max_message_size_policy(small_server: ServerProcess, topic: str) -> None:
+    """A topic's own max message size (0 up to the broker's) fails larger SENDs alone, with Pulsar's answer."""
+    conn = RawConnection(small_server.port)
+    try:
+        conn.handshake()
+        name = _producer(conn, topic)
+        assert _policy(small_server, topic, "POST", b"-1")[0] == 412
+        assert _policy(small_server, topic, "POST", str(SMALL + 1).encode())[0] == 412
+        assert _policy(small_server, topic, "POST", b"1000")[0] == 204
+        assert _policy(small_server, topic, "GET") == (200, b"1000")
+        conn.send_raw(_send_of_total(name, 900))
+        assert conn.expect(T.SEND_RECEIPT).send_receipt.message_id.entryId == 0
+        conn.send_raw(_send_of_total(name, 2000))
+        error = conn.expect(T.SEND_ERROR).send_error
+        assert (error.error, error.message) == (ServerError.NotAllowedError, "Exceed maximum message size")
+        conn.assert_open()
+        assert _policy(small_server, topic, "DELETE")[0] == 204
+        conn.send_raw(_send_of_total(name, 2000))
+        assert conn.expect(T.SEND_RECEIPT).send_receipt.message_id.entryId == 1
+    finally:
+        conn.close()

@@ -89,3 +89,45 @@ def test_java_client_by_max_message_size(run: Run) -> Outcome:
     obs.pop("timing_ms")
     obs["too_big"] = obs["too_big"]["type"]  # its message names the producer, whose name differs
     return obs
+
+
+@scenario
+def test_topic_max_message_size_policy(run: Run) -> Outcome:
+    """A topic's maxMessageSize policy: the values accepted, and SENDs under and over it on a raw connection (not an
+    official client: the Python client resends a refused message forever, reconnecting each time, on Pulsar too)."""
+    topic = run.topic("t")
+    path = "/admin/v2/" + topic.replace("persistent://", "persistent/") + "/maxMessageSize"
+    run.admin("PUT", "/admin/v2/" + topic.replace("persistent://", "persistent/"))
+    out: dict[str, Any] = {
+        "set_negative": run.admin("POST", path, -1).status,
+        "set_over_broker": run.admin("POST", path, DEFAULT_MAX_MESSAGE_SIZE + 1).status,
+        "set_broker": run.admin("POST", path, DEFAULT_MAX_MESSAGE_SIZE).status,
+        "set_1000": run.admin("POST", path, 1000).status,
+        "get": run.admin("GET", path).summary(),
+    }
+    conn = RawConnection(urlparse(run.target.service_url).port or 6650, timeout=30)
+    try:
+        conn.handshake()
+        conn.send(T.LOOKUP, topic=topic, request_id=1)
+        conn.expect(T.LOOKUP_RESPONSE)
+        conn.send(T.PRODUCER, topic=topic, producer_id=1, request_id=2)
+        name = conn.expect(T.PRODUCER_SUCCESS).producer_success.producer_name
+        answers = []
+        for total in (900, 2000):
+            conn.send_raw(_send_of_total(name, total))
+            command = conn.read().command
+            answers.append(
+                {
+                    "type": T.Type.Name(command.type),
+                    "error": command.send_error.error,
+                    "message": command.send_error.message,
+                }
+                if command.type == T.SEND_ERROR
+                else {"type": T.Type.Name(command.type)}
+            )
+        out["sends"] = answers
+        conn.assert_open()
+        out["open_after"] = True
+    finally:
+        conn.close()
+    return out
