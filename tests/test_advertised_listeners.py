@@ -21,6 +21,7 @@ from proxy.config import SettingsError, load
 from tests.conftest import make_client
 from tests.server_process import ServerProcess, free_port
 from tests.test_bad_input import RawConnection
+from tests.txn_harness import Scenario, txn_harness_fixture  # noqa: F401 (the txn_harness fixture)
 from wire.pulsar_api_pb2 import BaseCommand, CommandLookupTopicResponse, ServerError
 
 T = BaseCommand
@@ -139,3 +140,10 @@ def test_internal_listener_name_chooses_the_unnamed_answer(tmp_path: Path) -> No
         assert _urls(_lookup(port, None)) == (Connect, f"pulsar://localhost:{port}", None)
     finally:
         proc.stop()
+
+
+def test_java_client_with_a_listener_name(listening: ServerProcess, txn_harness: Scenario) -> None:
+    topic = f"persistent://public/default/l-{uuid.uuid4().hex[:8]}"
+    assert txn_harness(listening.url, "listener_produce", topic, "external")["produce"] == "ok"
+    # Pulsar 4.2.4's answer to the Java client, with or without listeners: its lookups fail.
+    assert txn_harness(listening.url, "listener_produce", topic, "nope")["produce"] == "LookupException"

@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 
 from tests.conformance.framework import Outcome, Run, scenario
 from tests.test_bad_input import RawConnection
+from tests.txn_harness import run_scenario
 from wire.commands import payload_of
 from wire.pulsar_api_pb2 import BaseCommand
 
@@ -38,3 +39,10 @@ def test_lookup_by_listener_name(run: Run) -> Outcome:
     client = run.client(listener_name="nope", operation_timeout_seconds=3)
     out["client_with_unknown_listener"] = run.attempt(lambda: client.create_producer(topic) and None)
     return out
+
+
+@scenario
+def test_java_client_with_unknown_listener(run: Run) -> Outcome:
+    """A Java client whose ``listenerName`` the broker does not advertise cannot create a producer."""
+    obs = run_scenario(run.target.service_url, "listener_produce", run.topic("t"), "nope", timeout=120)
+    return {"produce": obs["produce"]}
