@@ -49,15 +49,21 @@ def without_domain(pattern: str) -> str:
 
 
 class TopicsPattern:
-    """A compiled topics pattern; :meth:`matches` takes full topic names (partitions included)."""
+    """A compiled topics pattern; :meth:`matches` takes full topic names (partitions included).
+
+    A pattern longer than :data:`MAX_PATTERN_LENGTH` is not compiled (it is not evaluated either: see
+    :attr:`too_long`), so that a client's megabytes of pattern cost nothing.
+    """
 
     def __init__(self, pattern: str) -> None:
         self.text = without_domain(pattern)
-        try:
-            self._regex = re2.compile(self.text, _OPTIONS)
-        except re2.error as exc:
-            detail = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
-            raise PatternError(str(detail)) from None
+        self._regex = None
+        if not self.too_long:
+            try:
+                self._regex = re2.compile(self.text, _OPTIONS)
+            except re2.error as exc:
+                detail = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+                raise PatternError(str(detail)) from None
 
     @property
     def too_long(self) -> bool:
@@ -65,6 +71,8 @@ class TopicsPattern:
         return len(self.text) > MAX_PATTERN_LENGTH
 
     def matches(self, topic: str) -> bool:
+        if self._regex is None:
+            raise PatternError(f"a pattern longer than {MAX_PATTERN_LENGTH} characters is not evaluated")
         name = TopicName.parse(topic).partitioned_parent
         return self._regex.fullmatch(name.full.split(_SCHEME, 1)[1]) is not None
 
