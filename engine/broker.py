@@ -18,7 +18,9 @@ from engine.schemas import SchemaRegistry
 from engine.stats import BrokerStats
 from engine.store import StagedWrites, Store, StoreFullError
 from engine.topic import Topic
+from engine.topic_list import TopicListWatches
 from engine.txn_buffer import SnapshotPolicy
+from wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 from wire.pulsar_api_pb2 import ServerError
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,8 @@ class BrokerConfig:
     txn_end_delay_ms: int = 0
     #: Bytes of entries all topics keep in memory together for dispatch (Pulsar's managedLedgerCacheSizeMB).
     entry_cache_bytes: int = 128 * 1024 * 1024
+    #: The largest message taken (Pulsar's ``maxMessageSize``): also bounds what a payload may decompress to.
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
 
 
 #: A commit that replies wait for and that holds at most this many entries and bytes counts as small (see
@@ -109,6 +113,8 @@ class Broker:
         self.non_persistent: dict[str, NonPersistentTopic] = {}
         self._records = store.topics()
         self._partitioned = store.partitioned_topics()
+        #: Watches of namespaces' topic lists (pattern consumers), told of every topic that comes or goes.
+        self.topic_watches = TopicListWatches(self.topics_of_namespace)
         #: Terminated topic partitions and their last entry.
         self.terminated = {name: int(last) for name, last in store.metadata("terminated").items()}
         try:
@@ -182,6 +188,7 @@ class Broker:
         name = TopicName.parse(topic)
         self._partitioned[name.full] = partitions
         self.store.set_partitioned_topic(name.full, partitions)
+        self.topic_watches.changed(name.namespace_name)
 
     def topic(self, topic: str, create: bool = True) -> Topic:
         """The loaded topic partition, loading or creating it as needed."""
@@ -198,6 +205,7 @@ class Broker:
             self._check_new(name, create)
             record = self.store.create_topic(name.full)
             self._records[name.full] = record
+            self.topic_watches.changed(name.namespace_name)
         loaded = Topic(self, name, record)
         self.topics[name.full] = loaded
         return loaded
@@ -257,6 +265,7 @@ class Broker:
         self._check_namespace(name)
         if name.full not in self._records:
             self._records[name.full] = self.store.create_topic(name.full)
+            self.topic_watches.changed(name.namespace_name)
         return self.topic(name.full)
 
     def delete_topic(self, topic: str) -> None:
@@ -277,6 +286,7 @@ class Broker:
             self.store.put_metadata("terminated", name.full, None)
         if name.partition_index < 0:
             self.namespaces.delete_topic_policies(name.full)
+        self.topic_watches.changed(name.namespace_name)
 
     def delete_partitioned_topic(self, topic: str) -> None:
         """Delete every partition of a partitioned topic, then its metadata."""
@@ -286,6 +296,7 @@ class Broker:
         self._partitioned.pop(topic, None)
         self.store.set_partitioned_topic(topic, None)
         self.namespaces.delete_topic_policies(topic)
+        self.topic_watches.changed(TopicName.parse(topic).namespace_name)
 
     def delete_schema(self, topic: str) -> None:
         """Drop every schema version of a (partitioned) topic."""

@@ -207,7 +207,7 @@ class _Run:
             size = meta.uncompressed_size if meta.HasField("uncompressed_size") else len(payload)
             self._saw(key, size, (entry.entry_id, -1))
             return
-        messages = _messages(meta, payload)
+        messages = _messages(meta, payload, self.topic.broker.config.max_message_size)
         if messages is None:
             self.undecodable.add(entry.entry_id)
             return
@@ -238,7 +238,7 @@ class _Run:
             if key is not None and self.latest.get(key) == (entry.entry_id, -1):
                 self.rows.append((entry.entry_id, entry.body))
             return
-        messages = _messages(meta, payload)
+        messages = _messages(meta, payload, self.topic.broker.config.max_message_size)
         assert messages is not None  # it decoded in phase one
         kept = []
         for index, (single, data) in enumerate(messages):
@@ -264,10 +264,13 @@ def _key(meta: MessageMetadata | SingleMessageMetadata) -> str | None:
     return meta.partition_key if meta.HasField("partition_key") else None
 
 
-def _messages(meta: MessageMetadata, payload: bytes) -> list[tuple[SingleMessageMetadata, bytes]] | None:
-    """The messages of a batch, or None if its payload does not decode."""
+def _messages(
+    meta: MessageMetadata, payload: bytes, max_message_size: int
+) -> list[tuple[SingleMessageMetadata, bytes]] | None:
+    """The messages of a batch, or None if its payload does not decode to at most ``max_message_size`` bytes."""
     try:
-        return split_batch(decompress(meta.compression, payload, meta.uncompressed_size), meta.num_messages_in_batch)
+        data = decompress(meta.compression, payload, meta.uncompressed_size, max_message_size)
+        return split_batch(data, meta.num_messages_in_batch)
     except (CompressionError, ProtocolError) as exc:
         log.warning("a batch does not decode (%s): compaction keeps it whole", exc)
         return None

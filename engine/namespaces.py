@@ -196,6 +196,10 @@ class Namespaces:
         value = self.applied_policy(name, "deduplicationEnabled", "deduplicationEnabled")
         return None if value is None else bool(value)
 
+    def max_message_size(self, name: TopicName) -> int:
+        """A topic's own max message size in bytes (0: the broker's alone); no namespace policy sets one."""
+        return int(self._topic_policies.get(name.partitioned_parent.full, {}).get("maxMessageSize") or 0)
+
     def message_ttl(self, name: TopicName) -> int:
         """Seconds after which a topic's unacknowledged messages expire (0: never)."""
         return int(self.applied_policy(name, "messageTTLInSeconds", "message_ttl_in_seconds") or 0)

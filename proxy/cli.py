@@ -78,6 +78,18 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="MiB of entries all topics keep in memory together for dispatch (default 128)",
     )
+    serve.add_argument(
+        "--max-message-size",
+        type=int,
+        help="largest message in bytes, advertised to clients, which batch and chunk by it (default 5242880)",
+    )
+    serve.add_argument(
+        "--advertised-listeners",
+        help="named addresses lookups ask for: name:pulsar://host:port[,name:pulsar+ssl://host:port,...]",
+    )
+    serve.add_argument(
+        "--internal-listener-name", help="the listener lookups naming none get (default: the first advertised)"
+    )
     demo = commands.add_parser(
         "demo",
         help="run the Spark pipeline example end to end",

@@ -16,6 +16,8 @@ from typing import Any
 
 ENV_PREFIX = "PULSAR_TXN_PROXY_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+#: The largest max message size: a frame (the message and 10 KiB of headers) must fit a Java ``int``, as in Pulsar.
+MAX_MESSAGE_SIZE_LIMIT = 2**31 - 1 - 10 * 1024
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,16 @@ class Settings:
     #: MiB of entries all topics keep in memory together for dispatch (Pulsar's managedLedgerCacheSizeMB): memory
     #: does not grow with the number of topics; older entries are read from the store.
     managed_ledger_cache_size_mb: int = 128
+    # -- message size (issue 23 item 8) --
+    #: The largest message taken, in bytes (Pulsar's maxMessageSize): advertised in CONNECTED, so clients batch and
+    #: chunk by it; a frame larger than it plus 10 KiB closes its connection.
+    max_message_size: int = 5 * 1024 * 1024
+    # -- advertised listeners (issue 23 item 12) --
+    #: Named addresses of this endpoint that lookups ask for by name (Pulsar's advertisedListeners):
+    #: ``name:pulsar://host:port`` items, a name may also have one ``pulsar+ssl://`` URL, separated by commas.
+    advertised_listeners: str | None = None
+    #: The listener whose addresses answer lookups that name none (Pulsar's internalListenerName; default: the first).
+    internal_listener_name: str | None = None
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
@@ -126,6 +138,17 @@ def load(cli: Mapping[str, Any], config_file: str | None, environ: Mapping[str, 
     for name in ("listen_backlog", "keep_alive_interval_seconds", "handshake_timeout_seconds", "frame_timeout_seconds"):
         if getattr(settings, name) < 1:
             raise SettingsError(f"{name}: expected a positive integer, got {getattr(settings, name)}")
+    if not 1 <= settings.max_message_size <= MAX_MESSAGE_SIZE_LIMIT:
+        raise SettingsError(f"max_message_size: expected 1..{MAX_MESSAGE_SIZE_LIMIT}, got {settings.max_message_size}")
+    if settings.internal_listener_name and not settings.advertised_listeners:
+        raise SettingsError("internal_listener_name: set without advertised_listeners")
+    if settings.advertised_listeners:
+        from proxy.listeners import ListenerConfigError, Listeners
+
+        try:
+            Listeners.parse(settings.advertised_listeners, settings.internal_listener_name)
+        except ListenerConfigError as exc:
+            raise SettingsError(f"advertised_listeners: {exc}") from None
     return settings
 
 

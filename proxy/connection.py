@@ -21,13 +21,13 @@ from twisted.python.failure import Failure
 
 from engine.cursor import mask_to_words, words_to_mask
 from engine.errors import BrokerError
-from engine.names import TopicName, valid_namespace
+from engine.names import TopicName
 from engine.subscription import Consumer, Delivery, SubType
 from engine.topic import DUPLICATE, AccessMode, Producer
+from proxy.topic_lists import TopicListCommands
 from proxy.transactions import TransactionCommands, transactional_ack
 from wire.commands import NO_ID, ReceiptEncoder, frame, make, payload_of, type_name
 from wire.framing import (
-    MAX_MESSAGE_SIZE,
     FrameDecoder,
     ProtocolError,
     encode_command,
@@ -38,7 +38,6 @@ from wire.message_id import MessageId
 from wire.pulsar_api_pb2 import (
     BaseCommand,
     CommandAck,
-    CommandGetTopicsOfNamespace,
     KeySharedMode,
     ServerError,
 )
@@ -78,6 +77,8 @@ _SERVER_ONLY = frozenset(
         T.GET_SCHEMA_RESPONSE,
         T.ACK_RESPONSE,
         T.GET_OR_CREATE_SCHEMA_RESPONSE,
+        T.WATCH_TOPIC_LIST_SUCCESS,
+        T.WATCH_TOPIC_UPDATE,
     }
 )
 
@@ -108,7 +109,7 @@ class PulsarConnection(protocol.Protocol):
         self.service = service
         self.broker = service.broker
         self.state = State.AWAITING_CONNECT
-        self.decoder = FrameDecoder()
+        self.decoder = FrameDecoder(self.broker.config.max_message_size)
         self._receipts = ReceiptEncoder()
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
@@ -152,13 +153,14 @@ class PulsarConnection(protocol.Protocol):
             T.CLOSE_CONSUMER: self._on_close_consumer,
             T.SEEK: self._on_seek,
             T.GET_LAST_MESSAGE_ID: self._on_get_last_message_id,
-            T.GET_TOPICS_OF_NAMESPACE: self._on_get_topics_of_namespace,
             T.GET_SCHEMA: self._on_get_schema,
             T.GET_OR_CREATE_SCHEMA: self._on_get_or_create_schema,
             T.CONSUMER_STATS: self._on_consumer_stats,
             T.AUTH_RESPONSE: lambda c, b: None,
         }
         TransactionCommands(self).register(self._handlers)
+        self.topic_lists = TopicListCommands(self)
+        self.topic_lists.register(self._handlers)
 
     # -- transport events ------------------------------------------------------------------
 
@@ -256,6 +258,7 @@ class PulsarConnection(protocol.Protocol):
                 consumer.subscription.remove_consumer(consumer)
         self.producers.clear()
         self.consumers.clear()
+        self.topic_lists.close()
 
     # -- flow control: Twisted calls these as this connection's transport fills and drains ------------
 
@@ -365,7 +368,9 @@ class PulsarConnection(protocol.Protocol):
             T.CONNECTED,
             server_version=self.service.server_version,
             protocol_version=self.protocol_version,
-            max_message_size=MAX_MESSAGE_SIZE,
+            max_message_size=self.broker.config.max_message_size,
+            # What this endpoint supports of what Pulsar announces; a client uses what it is told of.
+            feature_flags={"supports_topic_watchers": True},
         )
 
     def _on_ping(self, command: BaseCommand, body: bytes | None) -> None:
@@ -390,6 +395,7 @@ class PulsarConnection(protocol.Protocol):
         request = command.lookupTopic
         try:
             self.service.check_lookup(request.topic)
+            url, url_tls = self.service.lookup_urls(request.advertised_listener_name, self.transport.getHost().host)
         except BrokerError as exc:
             self.send(
                 T.LOOKUP_RESPONSE,
@@ -403,7 +409,8 @@ class PulsarConnection(protocol.Protocol):
             T.LOOKUP_RESPONSE,
             request_id=request.request_id,
             response=1,
-            brokerServiceUrl=self.service.service_url(self),
+            brokerServiceUrl=url,
+            brokerServiceUrlTls=url_tls,
             authoritative=True,
             proxy_through_service_url=False,
         )
@@ -708,25 +715,6 @@ class PulsarConnection(protocol.Protocol):
             response.getLastMessageIdResponse.consumer_mark_delete_position
         )
         self.write(encode_command(response))
-
-    def _on_get_topics_of_namespace(self, command: BaseCommand, body: bytes | None) -> None:
-        request = command.getTopicsOfNamespace
-        if not valid_namespace(request.namespace):
-            # Pulsar's NamespaceName throws on it, and the exception closes the connection.
-            raise ProtocolError(f"invalid namespace name {request.namespace!r}")
-        topics = []
-        if request.mode != CommandGetTopicsOfNamespace.NON_PERSISTENT:
-            topics += self.broker.topics_of_namespace(request.namespace)
-        if request.mode != CommandGetTopicsOfNamespace.PERSISTENT:
-            # As Pulsar: the non-persistent topics this broker has loaded.
-            topics += self.broker.non_persistent_topics(request.namespace)
-        self.send(
-            T.GET_TOPICS_OF_NAMESPACE_RESPONSE,
-            request_id=request.request_id,
-            topics=topics,
-            filtered=False,
-            changed=True,
-        )
 
     def _on_get_schema(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.getSchema

@@ -16,6 +16,7 @@ from engine.txn_buffer import SnapshotPolicy
 from proxy.commits import ThreadedCommits
 from proxy.config import Settings, data_path
 from proxy.connection import ConnectionTimeouts
+from proxy.listeners import Listeners
 from proxy.server import BrokerService, PulsarFactory
 from proxy.transport import adopt_eager
 
@@ -42,6 +43,7 @@ def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> i
         snapshot_policy=SnapshotPolicy(settings.txn_snapshot_max_changes, settings.txn_snapshot_interval_seconds),
         txn_end_delay_ms=settings.txn_end_delay_ms,
         entry_cache_bytes=settings.managed_ledger_cache_size_mb * 1024 * 1024,
+        max_message_size=settings.max_message_size,
     )
     commits = ThreadedCommits(reactor)
     broker = Broker(store, SystemClock(reactor.callLater), config, commits)
@@ -50,7 +52,10 @@ def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> i
         handshake=settings.handshake_timeout_seconds,
         frame=settings.frame_timeout_seconds,
     )
-    service = BrokerService(broker, reactor, settings.advertised_address, settings.port, timeouts)
+    listeners = None
+    if settings.advertised_listeners:
+        listeners = Listeners.parse(settings.advertised_listeners, settings.internal_listener_name)
+    service = BrokerService(broker, reactor, settings.advertised_address, settings.port, timeouts, listeners)
     commits.after_completions = service.flush_written
     listener = adopt_eager(reactor, pulsar_socket, PulsarFactory(service))
     service.port = listener.getHost().port

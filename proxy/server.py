@@ -17,6 +17,7 @@ from engine.store import StoredSchema
 from engine.subscription import Consumer, SubType
 from engine.transactions import TxnId
 from proxy.connection import ConnectionTimeouts, PulsarConnection, sticky_ranges
+from proxy.listeners import Listeners, unknown_listener
 from proxy.transactions import check_transactional_send
 from wire.framing import MessageBody
 from wire.message_id import MessageId, signed64
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
+#: Pulsar's answer to a SEND larger than its topic's max message size policy.
+_TOO_LARGE = "Exceed maximum message size"
 
 
 class BrokerService:
@@ -40,11 +43,14 @@ class BrokerService:
         advertised_address: str | None,
         port: int,
         timeouts: ConnectionTimeouts,
+        listeners: Listeners | None = None,
     ) -> None:
         self.broker = broker
         self.timeouts = timeouts
         self.reactor = reactor
         self.advertised_address = advertised_address
+        #: Named addresses lookups may ask for (None: no listener is advertised, and a lookup naming one fails).
+        self.listeners = listeners
         self.port = port
         self.server_version = f"pulsar-txn-proxy {VERSION}"
         self.connections: set[PulsarConnection] = set()
@@ -65,10 +71,20 @@ class BrokerService:
 
     # -- lookup ---------------------------------------------------------------------------------
 
-    def service_url(self, connection: PulsarConnection) -> str:
-        """The broker URL lookups answer: the advertised address, else the address the client reached."""
-        host = self.advertised_address or connection.transport.getHost().host
-        return f"pulsar://{host}:{self.port}"
+    def lookup_urls(self, listener_name: str, reached_host: str) -> tuple[str | None, str | None]:
+        """The ``pulsar://`` and ``pulsar+ssl://`` URLs (None: none) a lookup answers: those of the listener it names,
+        else the internal listener's; without advertised listeners, the advertised address or the host the client
+        reached. A listener that is not advertised fails the lookup, as in Pulsar."""
+        listeners = self.listeners
+        if listener_name:
+            listener = listeners.by_name.get(listener_name) if listeners is not None else None
+            if listener is None:
+                raise unknown_listener(listener_name)
+            return listener.service_url, listener.service_url_tls
+        tls = listeners.broker_url_tls if listeners is not None else None
+        if listeners is not None and listeners.internal.service_url:
+            return listeners.internal.service_url, tls
+        return f"pulsar://{self.advertised_address or reached_host}:{self.port}", tls
 
     def partitioned_metadata(self, topic: str) -> int:
         """Partition count answered to PARTITIONED_METADATA."""
@@ -150,6 +166,11 @@ class BrokerService:
                 return
             connection.receipt(producer, sequence_id, highest, MESSAGE_ID)
             topic.publish(producer, message.body, message.metadata)
+            return
+        limit = topic.broker.namespaces.max_message_size(topic.name)
+        if limit and len(message.body) > limit and not message.metadata.HasField("chunk_id"):
+            # As Pulsar: a topic's own max message size fails the send alone (chunks are exempt).
+            connection.receipt(producer, sequence_id, highest, BrokerError(ServerError.NotAllowedError, _TOO_LARGE))
             return
         txn = None
         if transactional:

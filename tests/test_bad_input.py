@@ -19,12 +19,13 @@ from tests.conftest import Witness, make_client
 from tests.server_process import ServerProcess
 from wire.commands import frame, make
 from wire.framing import (
-    MAX_FRAME_SIZE,
+    DEFAULT_MAX_MESSAGE_SIZE,
     Frame,
     FrameDecoder,
     encode_command,
     encode_payload_command,
     make_body,
+    max_frame_size,
 )
 from wire.pulsar_api_pb2 import BaseCommand, CommandAck, MessageMetadata, ServerError
 
@@ -131,7 +132,9 @@ def _send_frame(pid: int, name: str, sequence_id: int, payload: bytes, corrupt: 
     ("data", "reason"),
     [
         pytest.param(struct.pack(">II", 10, 50) + b"\0" * 10, "command size 50 exceeds", id="cmd>total"),
-        pytest.param(struct.pack(">II", MAX_FRAME_SIZE + 1, 4), "frame size", id="total-huge"),
+        pytest.param(
+            struct.pack(">II", max_frame_size(DEFAULT_MAX_MESSAGE_SIZE) + 1, 4), "frame size", id="total-huge"
+        ),
         pytest.param(struct.pack(">I", 2) + b"\0\0", "frame size 2", id="total-tiny"),
         pytest.param(struct.pack(">II", 12, 8) + b"\xff" * 8, "command does not parse", id="not-protobuf"),
         # field 1 (type), varint 99: no such command

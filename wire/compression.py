@@ -10,7 +10,7 @@ import zlib
 
 import cramjam
 
-from wire.framing import MAX_MESSAGE_SIZE
+from wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 from wire.pulsar_api_pb2 import CompressionType
 
 #: Decoders that write into a buffer and return how many bytes they wrote.
@@ -25,7 +25,7 @@ class CompressionError(ValueError):
     """A payload that does not decompress to its stated size, or a codec this module does not know."""
 
 
-def decompress(kind: int, payload: bytes, size: int, limit: int = MAX_MESSAGE_SIZE) -> bytes:
+def decompress(kind: int, payload: bytes, size: int, limit: int = DEFAULT_MAX_MESSAGE_SIZE) -> bytes:
     """``payload`` decompressed with codec ``kind`` (``CompressionType``); ``size`` is the uncompressed size.
 
     A stated size above ``limit`` (the max message size) is refused before anything is allocated for it.

@@ -18,16 +18,23 @@ from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata
 
 MAGIC_CHECKSUM = 0x0E01
 MAGIC_BROKER_ENTRY_METADATA = 0x0E02
-#: The broker's default ``maxMessageSize``, advertised in CONNECTED.
-MAX_MESSAGE_SIZE = 5 * 1024 * 1024
-#: Frames may exceed the message size by the headers; Pulsar pads the limit by 10 KiB.
-MAX_FRAME_SIZE = MAX_MESSAGE_SIZE + 10 * 1024
+#: Pulsar's default ``maxMessageSize``: the largest message a broker takes, advertised in CONNECTED.
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+#: What a frame may hold beyond the message (its command and metadata): Pulsar's ``MESSAGE_SIZE_FRAME_PADDING``.
+MESSAGE_SIZE_FRAME_PADDING = 10 * 1024
 
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _HEADER = struct.Struct(">II")
 _MAGIC_CRC = _U16.pack(MAGIC_CHECKSUM)
 _MAGIC_BEM = _U16.pack(MAGIC_BROKER_ENTRY_METADATA)
+
+
+def max_frame_size(max_message_size: int) -> int:
+    """The largest ``totalSize`` a frame may declare: Pulsar's frame decoder takes frames of up to ``max_message_size
+    + MESSAGE_SIZE_FRAME_PADDING`` bytes counting the 4-byte size field itself, and closes the connection on a larger
+    one."""
+    return max_message_size + MESSAGE_SIZE_FRAME_PADDING - 4
 
 
 class ProtocolError(Exception):
@@ -43,11 +50,14 @@ class Frame:
 
 
 class FrameDecoder:
-    """Incremental decoder: feed it received bytes, get back the complete frames they finish."""
+    """Incremental decoder: feed it received bytes, get back the complete frames they finish.
 
-    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+    A frame too large for ``max_message_size`` (see :func:`max_frame_size`) is a protocol error.
+    """
+
+    def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
         self._buffer = bytearray()
-        self._max_frame_size = max_frame_size
+        self._max_frame_size = max_frame_size(max_message_size)
 
     @property
     def buffered(self) -> int:

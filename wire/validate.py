@@ -15,12 +15,13 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from wire.commands import FIELD_OF_TYPE
-from wire.framing import MAX_MESSAGE_SIZE, ProtocolError
+from wire.framing import DEFAULT_MAX_MESSAGE_SIZE, ProtocolError
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata
 
-#: The most messages a batch can hold: each takes at least 6 bytes of a payload no larger than the max message size
-#: ([u32 size][SingleMessageMetadata with its required payload_size]). Counts above it are not believed.
-MAX_BATCH_MESSAGES = MAX_MESSAGE_SIZE // 6
+#: The most messages a batch is believed to hold: each takes at least 6 bytes of its payload ([u32 size]
+#: [SingleMessageMetadata with its required payload_size]), and a payload of Pulsar's default max message size holds
+#: this many. Counts above it are not believed, whatever max message size the server is given.
+MAX_BATCH_MESSAGES = DEFAULT_MAX_MESSAGE_SIZE // 6
 
 _STRING = FieldDescriptor.TYPE_STRING
 _MESSAGE = FieldDescriptor.TYPE_MESSAGE

@@ -87,10 +87,10 @@ def _civil(days: int) -> tuple[int, int, int]:
     return year_of_era + era * 400 + (month <= 2), month, day
 
 
-def uncompressed(meta: MessageMetadata, payload: bytes) -> bytes:
-    """The payload without its compression."""
+def uncompressed(meta: MessageMetadata, payload: bytes, max_message_size: int) -> bytes:
+    """The payload without its compression (which may not exceed ``max_message_size`` bytes)."""
     try:
-        return decompress(meta.compression, payload, meta.uncompressed_size)
+        return decompress(meta.compression, payload, meta.uncompressed_size, max_message_size)
     except CompressionError as exc:
         raise AdminError(500, f"Failed to decompress the message: {exc}") from None
 
@@ -107,7 +107,7 @@ def entry_reply(topic: Topic, entry: Entry) -> Reply:
         headers.append(("X-Pulsar-event-time", pulsar_time(meta.event_time)))
     if meta.HasField("deliver_at_time"):
         headers.append(("X-Pulsar-deliver-at-time", pulsar_time(meta.deliver_at_time)))
-    data = uncompressed(meta, payload)
+    data = uncompressed(meta, payload, topic.broker.config.max_message_size)
     if meta.HasField("num_messages_in_batch"):
         headers.append(("X-Pulsar-num-batch-message", str(meta.num_messages_in_batch)))
         headers.append(("X-Pulsar-batch-size", str(len(data))))

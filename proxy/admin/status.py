@@ -31,13 +31,17 @@ def register(router: Router, ctx: AdminContext) -> None:
             raise AdminError(412, "Topic name is not valid") from None
         if name.namespace_name not in broker.namespaces:
             raise AdminError(404, f"Namespace not found: {name.namespace_name}")
-        url = ctx.broker_url(call.host)
+        try:
+            url, url_tls = ctx.service.lookup_urls(call.query.get("listenerName", ""), ctx.host(call.host))
+        except BrokerError as exc:
+            # As Pulsar: a listener it does not advertise fails the lookup with an unexpected error.
+            raise AdminError(500, exc.message) from None
         return {
-            "brokerUrl": url,
-            "brokerUrlTls": "",
+            "brokerUrl": url or "",
+            "brokerUrlTls": url_tls or "",
             "httpUrl": ctx.web_url(call.host),
             "httpUrlTls": "",
-            "nativeUrl": url,
+            "nativeUrl": url or "",
         }
 
     @router.route("GET", "/admin/v2/clusters")

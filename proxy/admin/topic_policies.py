@@ -20,6 +20,9 @@ from proxy.admin.http import AdminError, Call, Router, absent_reply
 from proxy.admin.tenants import backlog_quota_of, check_boolean, check_integer, check_retention
 from proxy.admin.topics import T, parse_topic
 
+_MAX_MESSAGE_SIZE_REASON = (
+    "topic-level maxMessageSize must be greater than or equal to 0 and must be smaller than that in the broker-level"
+)
 #: What a broker without settings of its own applies when neither the topic nor its namespace set a quota.
 _DEFAULT_QUOTA = BacklogQuota(-1, -1, RetentionPolicy.PRODUCER_REQUEST_HOLD).to_policy()
 
@@ -81,6 +84,15 @@ POLICIES: dict[str, TopicPolicy] = {
         # An empty body removes it, as Pulsar reads a missing Boolean.
         _from_body(check_boolean, required=False),
     ),
+    # A topic's alone: Pulsar has no namespace policy for it (the namespace field is never set), and nothing applies
+    # when it is unset.
+    "maxMessageSize": TopicPolicy(
+        "maxMessageSize",
+        "",
+        lambda ctx: None,
+        # At most the broker's max message size, checked on setting it.
+        _from_body(check_integer(0, _MAX_MESSAGE_SIZE_REASON)),
+    ),
     "compactionThreshold": TopicPolicy(
         "compactionThreshold",
         "compaction_threshold",
@@ -137,6 +149,8 @@ def register(router: Router, ctx: AdminContext) -> None:
                         "Retention Quota must exceed configured backlog quota for topic. "
                         "Please increase retention quota and retry",
                     )
+            if policy.field == "maxMessageSize" and value > broker.config.max_message_size:
+                raise AdminError(412, _MAX_MESSAGE_SIZE_REASON)
             namespaces.set_topic_policy(name.full, policy.field, value)
             return None
 

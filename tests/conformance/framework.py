@@ -51,11 +51,11 @@ KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
     },
     "response_fields.fields_of_answers": {
         "connect_features": (
-            "CONNECTED's feature flags announce what the broker supports; this endpoint announces none until it has "
-            "them: topic-list watchers (WATCH_TOPIC_LIST) and partitioned metadata without auto-creation are not "
-            "built yet (issue 23), and a client told of them would use them."
+            "CONNECTED's feature flags announce what the broker supports; this endpoint announces what it has of them, "
+            "topic-list watchers (supports_topic_watchers): partitioned metadata without auto-creation, the watchers' "
+            "reconcile and replication dedup by ledger and entry id are not built (issue 23), and a client told of "
+            "them would use them."
         ),
-        "topics_hash": "the hash of a topic list is what topic-list watchers compare; it comes with them (issue 23)",
     },
     "go_client.batch_after_txn": {
         "send_error": (

@@ -29,6 +29,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 from tests.maven import dependencies
@@ -83,8 +84,11 @@ def _loopback_interface() -> str:
     return next((name for name in names if name.startswith("lo")), "lo")
 
 
-def standalone_conf(broker_port: int, web_port: int, journal_sync: bool = False) -> str:
-    """``standalone.conf``: Pulsar's standalone settings that matter here, everything else at its default."""
+def standalone_conf(
+    broker_port: int, web_port: int, journal_sync: bool = False, extra: Mapping[str, object] | None = None
+) -> str:
+    """``standalone.conf``: Pulsar's standalone settings that matter here, everything else at its default; ``extra``
+    adds settings or overrides these (a setting whose value is None is left out)."""
     settings = {
         "clusterName": "standalone",
         "metadataStoreUrl": "",
@@ -140,7 +144,8 @@ def standalone_conf(broker_port: int, web_port: int, journal_sync: bool = False)
         "diskUsageWarnThreshold": 0.99,
         "gcWaitTime": 300000,
     }
-    return "".join(f"{key}={value}\n" for key, value in settings.items())
+    settings.update(extra or {})
+    return "".join(f"{key}={value}\n" for key, value in settings.items() if value is not None)
 
 
 def build(timeout: float = 1800) -> Path:
@@ -161,9 +166,11 @@ class PulsarStandalone:
 
     def __init__(
         self, data_dir: Path, *, log_level: str = "warn", memory: tuple[str, ...] = JVM_MEMORY,
-        journal_sync: bool = False,
+        journal_sync: bool = False, extra_conf: Mapping[str, object] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        #: broker.conf settings of this standalone beyond (or instead of) :func:`standalone_conf`'s.
+        self.extra_conf = dict(extra_conf or {})
         self.log_level = log_level
         self.memory = memory
         #: fsync the bookie journal before acknowledging (the standalone default is not to).
@@ -204,7 +211,9 @@ class PulsarStandalone:
         """Start (keeping data from an earlier run in the same directory) and wait until it is ready."""
         conf = self.data_dir / "conf"
         conf.mkdir(parents=True, exist_ok=True)
-        (conf / "standalone.conf").write_text(standalone_conf(self.broker_port, self.web_port, self.journal_sync))
+        (conf / "standalone.conf").write_text(
+            standalone_conf(self.broker_port, self.web_port, self.journal_sync, self.extra_conf)
+        )
         (conf / "log4j2.xml").write_text(LOG4J2_XML.replace("{level}", self.log_level))
         command = self.command()
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it open)

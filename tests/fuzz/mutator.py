@@ -20,7 +20,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from wire.batch import build_batch
 from wire.commands import FIELD_OF_TYPE, make
 from wire.compression import compress
-from wire.framing import MAX_MESSAGE_SIZE, encode_command, encode_payload_command, make_body
+from wire.framing import DEFAULT_MAX_MESSAGE_SIZE, encode_command, encode_payload_command, make_body
 from wire.pulsar_api_pb2 import BaseCommand, CompressionType, MessageMetadata, SingleMessageMetadata
 
 T = BaseCommand
@@ -254,7 +254,7 @@ class Mutator:
         if choice == 1:
             cut = rng.randrange(8, max(len(data), 9))
             return struct.pack(">I", cut - 4) + data[4:cut]
-        return struct.pack(">I", rng.choice([0, 3, MAX_MESSAGE_SIZE * 2])) + data[4:]
+        return struct.pack(">I", rng.choice([0, 3, DEFAULT_MAX_MESSAGE_SIZE * 2])) + data[4:]
 
     def send_frame(self, producer_id: int | None = None, txn: tuple[int, int] | None = None) -> bytes:
         """A SEND with mutated metadata, batch and payload (from ``producer_id`` in ``txn`` if given)."""

@@ -51,7 +51,8 @@ final class Scenarios {
             "late_send_after_timeout", "end_errors", "missing_namespace_end",
             "crash_loop", "partial_batch_permits",
             "ack_batch_cumulative", "ack_batch_individual", "ack_two_aborts", "ack_cumulative_open",
-            "dead_letter_initial_subscription");
+            "dead_letter_initial_subscription",
+            "max_size_batches", "pattern_watch", "listener_produce");
 
     /** Scenarios that leave the process with open transactions or unanswered requests on purpose: no close. */
     static final Set<String> LEAVE_OPEN = Set.of("crash_prepare", "hang_prepare", "end_then_die");
@@ -136,6 +137,10 @@ final class Scenarios {
                     args.contains("batched"), args.contains("cumulative"));
             case "dead_letter_initial_subscription" -> new DeadLetterScenarios(client, obs)
                     .initialSubscription(arg(args, 0), arg(args, 1), args.contains("initial"));
+            case "max_size_batches" -> new MessageSizeScenarios(client, obs).maxSizeBatches(arg(args, 0),
+                    Integer.parseInt(arg(args, 1)), Integer.parseInt(arg(args, 2)));
+            case "pattern_watch" -> new TopicWatchScenarios(client, obs).patternWatch(arg(args, 0), arg(args, 1));
+            case "listener_produce" -> new ListenerScenarios(client, obs).produce(arg(args, 0), arg(args, 1));
             default -> throw new IllegalArgumentException("unknown scenario " + name);
         }
     }
