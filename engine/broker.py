@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from engine.authorization import Authorization
 from engine.clock import Clock, now_ms
 from engine.coordinator import COORDINATOR_ASSIGN_TOPIC, Coordinators
 from engine.errors import BrokerError
@@ -43,6 +44,9 @@ class BrokerConfig:
     snapshot_policy: SnapshotPolicy = field(default_factory=SnapshotPolicy)
     #: Testing aid: milliseconds between a transaction's COMMITTING/ABORTING record and its markers.
     txn_end_delay_ms: int = 0
+    #: Check roles' permissions (Pulsar's authorizationEnabled), and the roles that may do anything.
+    authorization_enabled: bool = False
+    super_user_roles: tuple[str, ...] = ()
 
 
 #: A commit that replies wait for and that holds at most this many entries and bytes counts as small (see
@@ -94,6 +98,9 @@ class Broker:
         self._commit_in_flight = False
         self.config = config or BrokerConfig()
         self.namespaces = Namespaces(store, self.config.cluster, BUILTIN_NAMESPACES)
+        self.authorization = Authorization(
+            self.namespaces, self.config.authorization_enabled, self.config.super_user_roles
+        )
         self.schemas = SchemaRegistry(
             store, lambda topic: self.namespaces.schema_strategy(TopicName.parse(topic).namespace_name)
         )

@@ -73,6 +73,16 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="seconds a frame that has begun to arrive may take to arrive whole (default 30)",
     )
+    serve.add_argument(
+        "--authorization-enabled",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="check each role's permissions on the Pulsar protocol and the admin API (default off)",
+    )
+    serve.add_argument("--super-user-roles", help="comma list of the roles that may do anything")
+    serve.add_argument(
+        "--anonymous-user-role", help="role of a client without credentials while authentication is enabled"
+    )
     demo = commands.add_parser(
         "demo",
         help="run the Spark pipeline example end to end",

@@ -52,6 +52,14 @@ class Settings:
     handshake_timeout_seconds: int = 10
     #: Seconds a frame that has begun to arrive may take to arrive whole.
     frame_timeout_seconds: int = 30
+    # -- authorization (issue 21), named after broker.conf's settings -------------------------------------------
+    #: Check each role's permissions on the Pulsar protocol and the admin API (authorizationEnabled).
+    authorization_enabled: bool = False
+    #: Comma list of the roles that may do anything (superUserRoles).
+    super_user_roles: str = ""
+    #: The role of a client that presents no credentials while authentication is enabled (anonymousUserRole);
+    #: unset, such a client is refused.
+    anonymous_user_role: str | None = None
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
@@ -124,6 +132,11 @@ def load(cli: Mapping[str, Any], config_file: str | None, environ: Mapping[str, 
         if getattr(settings, name) < 1:
             raise SettingsError(f"{name}: expected a positive integer, got {getattr(settings, name)}")
     return settings
+
+
+def super_user_roles(settings: Settings) -> tuple[str, ...]:
+    """The roles of ``super-user-roles``, as Pulsar splits its comma list (blanks dropped)."""
+    return tuple(role.strip() for role in settings.super_user_roles.split(",") if role.strip())
 
 
 def data_path(settings: Settings) -> Path:

@@ -19,6 +19,7 @@ from twisted.internet.interfaces import IDelayedCall
 from twisted.internet.task import LoopingCall
 from twisted.python.failure import Failure
 
+from engine.authorization import TenantNotFoundError
 from engine.cursor import mask_to_words, words_to_mask
 from engine.errors import BrokerError
 from engine.names import TopicName, valid_namespace
@@ -58,6 +59,8 @@ CLOSE_GRACE_SECONDS = 5.0
 #: ``maxPendingPublishRequestsPerConnection``); reading resumes below half of it.
 MAX_PENDING_SENDS = 1000
 _SCHEMA_VERSION = struct.Struct(">q")
+#: How the message of an exception thrown while authorizing begins in Pulsar's answers.
+_REST_EXCEPTION = "org.apache.pulsar.broker.web.RestException"
 #: Commands only a server sends: receiving one is a protocol violation.
 _SERVER_ONLY = frozenset(
     {
@@ -134,6 +137,8 @@ class PulsarConnection(protocol.Protocol):
         #: messages are dispatched to this connection's consumers meanwhile (see pauseProducing).
         self.writable = True
         self.protocol_version = 0
+        #: The role this connection authenticated as (None: authentication is disabled).
+        self.role: str | None = None
         self._handlers: dict[int, Callable[[BaseCommand, bytes | None], None]] = {
             T.PING: self._on_ping,
             T.PONG: lambda c, b: None,
@@ -351,9 +356,31 @@ class PulsarConnection(protocol.Protocol):
     def _on_ping(self, command: BaseCommand, body: bytes | None) -> None:
         self.send(T.PONG)
 
+    # -- authorization ------------------------------------------------------------------------
+
+    def authorize(self, name: TopicName, operation: str, refused: str, subscription: str | None = None) -> None:
+        """Raise AuthorizationError with Pulsar's ``refused`` text unless this connection's role may do the topic
+        operation (it always may with authorization off); a tenant that does not exist fails the check as Pulsar's
+        does, with the message Pulsar's exception carries."""
+        try:
+            allowed = self.broker.authorization.allow_topic_operation(name, self.role, operation, subscription)
+        except TenantNotFoundError as exc:
+            raise BrokerError(ServerError.AuthorizationError, f"{_REST_EXCEPTION}: {exc.message}") from None
+        if not allowed:
+            raise BrokerError(ServerError.AuthorizationError, refused)
+
     def _on_partitioned_metadata(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.partitionMetadata
         try:
+            name = TopicName.parse(request.topic)
+            try:
+                self.authorize(name, "LOOKUP", "Client is not authorized to Get Partition Metadata")
+            except BrokerError as exc:
+                if not exc.message.startswith(_REST_EXCEPTION):
+                    raise
+                # As Pulsar: a tenant that is not there is reported as missing, not as a refusal.
+                message = f"Tenant or namespace or topic does not exist: {name.namespace_name}"
+                raise BrokerError(ServerError.TopicNotFound, message) from None
             partitions = self.service.partitioned_metadata(request.topic)
         except BrokerError as exc:
             self.send(
@@ -369,6 +396,14 @@ class PulsarConnection(protocol.Protocol):
     def _on_lookup(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.lookupTopic
         try:
+            name = TopicName.parse(request.topic)
+            try:
+                self.authorize(name, "LOOKUP", "Client is not authorized to Lookup")
+            except BrokerError as exc:
+                if not exc.message.startswith(_REST_EXCEPTION):
+                    raise
+                message = "Exception occurred while trying to authorize lookup"
+                raise BrokerError(ServerError.AuthorizationError, message) from None
             self.service.check_lookup(request.topic)
         except BrokerError as exc:
             self.send(
@@ -397,6 +432,11 @@ class PulsarConnection(protocol.Protocol):
             self._producer_success(existing, request.request_id, ready=True)
             return
         try:
+            name = TopicName.parse(request.topic)
+            self.authorize(name, "PRODUCE", "Client is not authorized to Produce")
+            if request.initial_subscription_name:
+                subscription = request.initial_subscription_name
+                self.authorize(name, "SUBSCRIBE", "Client is not authorized to Produce", subscription)
             topic = self.broker.client_topic(request.topic)
             schema_version = None
             if request.HasField("schema"):
@@ -501,6 +541,8 @@ class PulsarConnection(protocol.Protocol):
             self.send(T.SUCCESS, request_id=request.request_id)
             return
         try:
+            name = TopicName.parse(request.topic)
+            self.authorize(name, "CONSUME", "Client is not authorized to subscribe", request.subscription)
             consumer = self.service.subscribe(self, request)
         except BrokerError as exc:
             self.error(request.request_id, exc)
@@ -692,6 +734,14 @@ class PulsarConnection(protocol.Protocol):
         if not valid_namespace(request.namespace):
             # Pulsar's NamespaceName throws on it, and the exception closes the connection.
             raise ProtocolError(f"invalid namespace name {request.namespace!r}")
+        try:
+            allowed = self.broker.authorization.allow_namespace_operation(request.namespace, self.role, "GET_TOPICS")
+            refusal = "Client is not authorized to GetTopicsOfNamespace"
+        except TenantNotFoundError:
+            allowed, refusal = False, "Exception occurred while trying to authorize GetTopicsOfNamespace"
+        if not allowed:
+            self.error(request.request_id, BrokerError(ServerError.AuthorizationError, refusal))
+            return
         topics = []
         if request.mode != CommandGetTopicsOfNamespace.NON_PERSISTENT:
             topics += self.broker.topics_of_namespace(request.namespace)

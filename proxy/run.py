@@ -14,7 +14,7 @@ from engine.namespaces import PolicyEnforcer
 from engine.store import Store
 from engine.txn_buffer import SnapshotPolicy
 from proxy.commits import ThreadedCommits
-from proxy.config import Settings, data_path
+from proxy.config import Settings, data_path, super_user_roles
 from proxy.connection import ConnectionTimeouts
 from proxy.server import BrokerService, PulsarFactory
 from proxy.transport import adopt_eager
@@ -41,6 +41,8 @@ def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> i
         transaction_coordinators=settings.transaction_coordinators,
         snapshot_policy=SnapshotPolicy(settings.txn_snapshot_max_changes, settings.txn_snapshot_interval_seconds),
         txn_end_delay_ms=settings.txn_end_delay_ms,
+        authorization_enabled=settings.authorization_enabled,
+        super_user_roles=super_user_roles(settings),
     )
     commits = ThreadedCommits(reactor)
     broker = Broker(store, SystemClock(reactor.callLater), config, commits)

@@ -1,9 +1,9 @@
 """The Pulsar-compatible admin REST API, Prometheus metrics and HTTP lookup, on ``twisted.web``.
 
 It serves ``pulsar-admin``, the Java ``PulsarAdmin`` client and plain HTTP in the broker's process and reactor:
-one module per group of resources (``tenants``: tenants, namespaces and policies; ``topics``; ``topic_policies``;
-``transactions``; ``schemas``; ``status``: lookup, clusters, brokers; ``metrics``), routed by
-:class:`~proxy.admin.http.Router`.
+one module per group of resources (``tenants``: tenants, namespaces and policies; ``permissions``; ``topics``;
+``topic_policies``; ``transactions``; ``schemas``; ``status``: lookup, clusters, brokers; ``metrics``), routed by
+:class:`~proxy.admin.http.Router`, each route behind the check of ``access`` (who may call it).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from twisted.web import server
 
-from proxy.admin import metrics, schemas, status, tenants, topic_policies, topics, transactions
+from proxy.admin import access, metrics, permissions, schemas, status, tenants, topic_policies, topics, transactions
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminResource, Router
 
@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 def build_router(ctx: AdminContext) -> Router:
     """Every admin route."""
     router = Router()
-    for group in (tenants, topics, topic_policies, transactions, schemas, status, metrics):
+    for group in (tenants, permissions, topics, topic_policies, transactions, schemas, status, metrics):
         group.register(router, ctx)
+    router.wrap(access.guard(ctx))
     return router
 
 

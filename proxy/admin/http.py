@@ -98,6 +98,8 @@ class Call:
     body: bytes
     content_type: str = ""
     host: str = ""
+    #: The role the request authenticated as (None when authentication is disabled); see proxy.admin.auth.
+    role: str | None = None
 
     def __getitem__(self, name: str) -> str:
         return self.params[name]
@@ -172,6 +174,13 @@ class Router:
             return handler
 
         return register
+
+    def wrap(self, wrapper: Callable[[str, str, Handler], Handler]) -> None:
+        """Replace each route's handler with ``wrapper(method, pattern, handler)`` (the pattern without its slashes
+        at the ends, as given to :meth:`add`)."""
+        for routes in self._by_length.values():
+            for route in routes:
+                route.handler = wrapper(route.method, "/".join(route.parts), route.handler)
 
     def resolve(self, method: str, segments: list[str]) -> tuple[Handler, dict[str, str]]:
         """The handler and parameters of a request, or a 404 (no such path) / 405 (no such method)."""
