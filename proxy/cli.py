@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 import time
+from typing import Any
 
 from proxy.config import FIELDS, Settings, SettingsError, data_path, load
 from proxy.data_lock import DataDirInUseError, lock_data_dir
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     cli = {k: v for k, v in vars(args).items() if k in FIELDS}
     try:
         settings = load(cli, args.config)
+        authenticator, tls_options = _security(settings)
     except SettingsError as exc:
         print(f"pulsar-txn-proxy: {exc}", file=sys.stderr)
         return 2
@@ -118,15 +120,40 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lock = lock_data_dir(data_path(settings))
         pulsar_socket = bind(settings.host, settings.port, settings.listen_backlog)
+        tls_socket = None
+        if settings.tls_port is not None:
+            tls_socket = bind(settings.host, settings.tls_port, settings.listen_backlog)
     except (DataDirInUseError, ListenError) as exc:
         print(f"pulsar-txn-proxy: {exc}", file=sys.stderr)
         return 1
     from proxy.run import serve
 
     try:
-        return serve(settings, started, pulsar_socket)
+        return serve(
+            settings,
+            started,
+            pulsar_socket,
+            tls_socket=tls_socket,
+            tls_options=tls_options,
+            authenticator=authenticator,
+        )
     finally:
         lock.close()
+
+
+def _security(settings: Settings) -> tuple[Any, Any]:
+    """The authenticator (None when authentication is disabled) and TLS options (None without a TLS port) the
+    settings ask for; SettingsError if a file or key they name cannot be used."""
+    authenticator = tls_options = None
+    if settings.authentication_enabled:
+        from proxy.authentication import Authenticator
+
+        authenticator = Authenticator(settings)
+    from proxy.tls import server_options, tls_wanted
+
+    if tls_wanted(settings):
+        tls_options = server_options(settings)
+    return authenticator, tls_options
 
 
 if __name__ == "__main__":

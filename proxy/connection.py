@@ -1,7 +1,9 @@
 """One client connection: the handshake state machine and the routing of commands into the engine.
 
 States: ``AWAITING_CONNECT`` (only CONNECT is valid) -> ``CONNECTED`` -> ``CLOSED``. A frame that
-breaks the protocol closes this connection alone, with the reason logged.
+breaks the protocol closes this connection alone, with the reason logged. With authentication enabled, CONNECT
+must carry credentials a provider accepts (else ERROR AuthenticationError and close, as Pulsar), and credentials
+that expire are refreshed on the live connection with AUTH_CHALLENGE / AUTH_RESPONSE.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from engine.errors import BrokerError
 from engine.names import TopicName, valid_namespace
 from engine.subscription import Consumer, Delivery, SubType
 from engine.topic import DUPLICATE, AccessMode, Producer
+from proxy.authentication import AuthenticationError
 from proxy.transactions import TransactionCommands, transactional_ack
 from wire.commands import NO_ID, ReceiptEncoder, frame, make, payload_of, type_name
 from wire.framing import (
@@ -61,6 +64,10 @@ MAX_PENDING_SENDS = 1000
 _SCHEMA_VERSION = struct.Struct(">q")
 #: How the message of an exception thrown while authorizing begins in Pulsar's answers.
 _REST_EXCEPTION = "org.apache.pulsar.broker.web.RestException"
+#: What Pulsar answers to refused credentials, whatever the reason (the reason is only logged).
+AUTHENTICATION_FAILED = "Failed to authenticate"
+#: The challenge that asks a client for fresh credentials (Pulsar's ``AuthData.REFRESH_AUTH_DATA``).
+REFRESH_AUTH_DATA = b"PulsarAuthRefresh"
 #: Commands only a server sends: receiving one is a protocol violation.
 _SERVER_ONLY = frozenset(
     {
@@ -107,8 +114,19 @@ class State(Enum):
 class PulsarConnection(protocol.Protocol):
     """Speaks the Pulsar binary protocol with one client."""
 
-    def __init__(self, service: BrokerService) -> None:
+    def __init__(self, service: BrokerService, tls: bool = False) -> None:
         self.service = service
+        #: Whether this connection came in on the TLS port (lookups then answer ``pulsar+ssl://`` URLs).
+        self.tls = tls
+        #: The role CONNECT authenticated (None while authentication is disabled), its method and when its
+        #: credentials expire (epoch seconds; None: never).
+        self.role: str | None = None
+        self.auth_method = ""
+        self._auth_expires_at: float | None = None
+        self._auth_refresh: LoopingCall | None = None
+        #: An AUTH_CHALLENGE is unanswered; still unanswered at the next check, the connection closes.
+        self._auth_challenge_pending = False
+        self._supports_auth_refresh = False
         self.broker = service.broker
         self.state = State.AWAITING_CONNECT
         self.decoder = FrameDecoder()
@@ -137,8 +155,6 @@ class PulsarConnection(protocol.Protocol):
         #: messages are dispatched to this connection's consumers meanwhile (see pauseProducing).
         self.writable = True
         self.protocol_version = 0
-        #: The role this connection authenticated as (None: authentication is disabled).
-        self.role: str | None = None
         self._handlers: dict[int, Callable[[BaseCommand, bytes | None], None]] = {
             T.PING: self._on_ping,
             T.PONG: lambda c, b: None,
@@ -159,7 +175,7 @@ class PulsarConnection(protocol.Protocol):
             T.GET_SCHEMA: self._on_get_schema,
             T.GET_OR_CREATE_SCHEMA: self._on_get_or_create_schema,
             T.CONSUMER_STATS: self._on_consumer_stats,
-            T.AUTH_RESPONSE: lambda c, b: None,
+            T.AUTH_RESPONSE: self._on_auth_response,
         }
         TransactionCommands(self).register(self._handlers)
 
@@ -228,8 +244,9 @@ class PulsarConnection(protocol.Protocol):
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:  # noqa: N802
         self.state = State.CLOSED
         self.service.connections.discard(self)
-        if self._keepalive is not None and self._keepalive.running:
-            self._keepalive.stop()
+        for loop in (self._keepalive, self._auth_refresh):
+            if loop is not None and loop.running:
+                loop.stop()
         for timer in (self._handshake_timer, self._frame_timer):
             if timer is not None and timer.active():
                 timer.cancel()
@@ -339,7 +356,18 @@ class PulsarConnection(protocol.Protocol):
     def _on_connect(self, command: BaseCommand) -> None:
         connect = command.connect
         self.client_version = connect.client_version
-        if connect.auth_method_name not in ("", "none"):
+        authenticator = self.service.authenticator
+        if authenticator is not None and authenticator.enabled:
+            self.auth_method = connect.auth_method_name or "none"
+            self._supports_auth_refresh = connect.feature_flags.supports_auth_refresh
+            try:
+                identity = authenticator.identify(self.auth_method, connect.auth_data, self.peer_certificate())
+            except AuthenticationError as exc:
+                self._authentication_failed("connect", exc)
+                return
+            self.role = identity.role
+            self._watch_expiry(identity.expires_at)
+        elif connect.auth_method_name not in ("", "none"):
             log.info("[%s] auth method %r ignored: authentication is off", self.peer, connect.auth_method_name)
         self.state = State.CONNECTED
         if self._handshake_timer is not None:
@@ -352,6 +380,60 @@ class PulsarConnection(protocol.Protocol):
             protocol_version=self.protocol_version,
             max_message_size=MAX_MESSAGE_SIZE,
         )
+
+    def peer_certificate(self) -> object | None:
+        """The client certificate the TLS handshake verified (a pyOpenSSL X509), None on a plain connection."""
+        getter = getattr(self.transport, "getPeerCertificate", None)
+        return getter() if getter is not None else None
+
+    def _authentication_failed(self, stage: str, exc: AuthenticationError) -> None:
+        """Answer as Pulsar does (one ERROR with request id -1 and a fixed message) and close; log the reason."""
+        log.info("[%s] authentication failed on %s (method %s): %s", self.peer, stage, self.auth_method, exc.message)
+        self.send(T.ERROR, request_id=NO_ID, error=ServerError.AuthenticationError, message=AUTHENTICATION_FAILED)
+        self.close(f"authentication failed: {exc.message}")
+
+    def _watch_expiry(self, expires_at: float | None) -> None:
+        """Check credentials that expire every authentication-refresh-check-seconds (as Pulsar's broker)."""
+        self._auth_expires_at = expires_at
+        if expires_at is None or self._auth_refresh is not None:
+            return
+        self._auth_refresh = LoopingCall(self._check_credentials)
+        self._auth_refresh.clock = self.service.reactor
+        self._auth_refresh.start(self.service.authentication_refresh_check_seconds, now=False)
+
+    def _check_credentials(self) -> None:
+        """Expired credentials: ask the client for fresh ones once; close if it cannot or did not answer."""
+        expires_at = self._auth_expires_at
+        if self.state is not State.CONNECTED or expires_at is None or expires_at >= self.service.clock():
+            return
+        if self._auth_challenge_pending:
+            self.close("the client did not answer AUTH_CHALLENGE with fresh credentials in time")
+        elif not self._supports_auth_refresh:
+            self.close("credentials expired and the client does not support refreshing them")
+        else:
+            self._auth_challenge_pending = True
+            self.send(
+                T.AUTH_CHALLENGE,
+                server_version=self.service.server_version,
+                challenge={"auth_method_name": self.auth_method, "auth_data": REFRESH_AUTH_DATA},
+                protocol_version=self.protocol_version,
+            )
+
+    def _on_auth_response(self, command: BaseCommand, body: bytes | None) -> None:
+        authenticator = self.service.authenticator
+        if authenticator is None or not authenticator.enabled:
+            return
+        response = command.authResponse.response
+        try:
+            identity = authenticator.identify(self.auth_method, response.auth_data, self.peer_certificate())
+        except AuthenticationError as exc:
+            self._authentication_failed("auth response", exc)
+            return
+        if identity.role != self.role:
+            self.close(f"the role cannot change on a credentials refresh: {self.role} -> {identity.role}")
+            return
+        self._auth_challenge_pending = False
+        self._watch_expiry(identity.expires_at)
 
     def _on_ping(self, command: BaseCommand, body: bytes | None) -> None:
         self.send(T.PONG)
@@ -414,11 +496,15 @@ class PulsarConnection(protocol.Protocol):
                 message=exc.message,
             )
             return
+        urls = {"brokerServiceUrl": self.service.service_url(self)}
+        tls_url = self.service.service_url_tls(self)
+        if tls_url is not None:
+            urls["brokerServiceUrlTls"] = tls_url
         self.send(
             T.LOOKUP_RESPONSE,
             request_id=request.request_id,
             response=1,
-            brokerServiceUrl=self.service.service_url(self),
+            **urls,
             authoritative=True,
             proxy_through_service_url=False,
         )

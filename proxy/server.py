@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,7 @@ from wire.pulsar_api_pb2 import CommandSeek, CommandSend, CommandSubscribe, Sche
 
 if TYPE_CHECKING:
     from engine.topic import Producer
+    from proxy.authentication import Authenticator
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +43,24 @@ class BrokerService:
         advertised_address: str | None,
         port: int,
         timeouts: ConnectionTimeouts,
+        *,
+        tls_port: int | None = None,
+        authenticator: Authenticator | None = None,
+        authentication_refresh_check_seconds: float = 60.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.broker = broker
         self.timeouts = timeouts
         self.reactor = reactor
         self.advertised_address = advertised_address
         self.port = port
+        #: The TLS port (``pulsar+ssl://``), when there is one: lookups name it beside the plain URL, as Pulsar's.
+        self.tls_port = tls_port
+        #: Checks the credentials of CONNECT (None or disabled: anyone may connect), and every this many seconds
+        #: whether they expired (against ``clock``, epoch seconds).
+        self.authenticator = authenticator
+        self.authentication_refresh_check_seconds = authentication_refresh_check_seconds
+        self.clock = clock
         self.server_version = f"pulsar-txn-proxy {VERSION}"
         self.connections: set[PulsarConnection] = set()
         #: Connections with frames written during this turn of the reactor, flushed together at its end.
@@ -67,8 +82,16 @@ class BrokerService:
 
     def service_url(self, connection: PulsarConnection) -> str:
         """The broker URL lookups answer: the advertised address, else the address the client reached."""
-        host = self.advertised_address or connection.transport.getHost().host
-        return f"pulsar://{host}:{self.port}"
+        return f"pulsar://{self._host(connection)}:{self.port}"
+
+    def service_url_tls(self, connection: PulsarConnection) -> str | None:
+        """The ``pulsar+ssl://`` URL lookups answer beside :meth:`service_url` (None without a TLS port)."""
+        if self.tls_port is None:
+            return None
+        return f"pulsar+ssl://{self._host(connection)}:{self.tls_port}"
+
+    def _host(self, connection: PulsarConnection) -> str:
+        return self.advertised_address or connection.transport.getHost().host
 
     def partitioned_metadata(self, topic: str) -> int:
         """Partition count answered to PARTITIONED_METADATA."""
@@ -229,8 +252,10 @@ class PulsarFactory(protocol.ServerFactory):
 
     noisy = False
 
-    def __init__(self, service: BrokerService) -> None:
+    def __init__(self, service: BrokerService, tls: bool = False) -> None:
         self.service = service
+        #: Whether this factory serves the TLS port (its connections then answer lookups with TLS URLs).
+        self.tls = tls
 
     def buildProtocol(self, addr: object) -> PulsarConnection:  # noqa: N802 (Twisted's name)
-        return PulsarConnection(self.service)
+        return PulsarConnection(self.service, self.tls)

@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING
 from twisted.web import server
 
 from proxy.admin import access, metrics, permissions, schemas, status, tenants, topic_policies, topics, transactions
+from proxy.admin.auth import AdminAuthentication
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminResource, Router
 
 if TYPE_CHECKING:
     from engine.broker import Broker
+    from proxy.authentication import Authenticator
     from proxy.server import BrokerService
 
 
@@ -31,9 +33,17 @@ def build_router(ctx: AdminContext) -> Router:
     return router
 
 
-def admin_site(broker: Broker, service: BrokerService, admin_port: int) -> server.Site:
-    """The ``twisted.web`` site to listen with on the admin port."""
-    site = server.Site(AdminResource(build_router(AdminContext(broker, service, admin_port))))
+def admin_site(
+    broker: Broker,
+    service: BrokerService,
+    admin_port: int,
+    authenticator: Authenticator | None = None,
+    authenticate_metrics: bool = False,
+    admin_tls_port: int | None = None,
+) -> server.Site:
+    """The ``twisted.web`` site to listen with on the admin port (and the https one, if any)."""
+    router = build_router(AdminContext(broker, service, admin_port, admin_tls_port))
+    site = server.Site(AdminResource(router, AdminAuthentication(authenticator, authenticate_metrics)))
     # /metrics renders in a worker thread; hand the GIL back to the reactor every millisecond (not every 5) so that
     # message traffic waits little while a scrape renders. Nothing changes while the reactor runs alone.
     sys.setswitchinterval(0.001)

@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from twisted.internet.defer import Deferred
@@ -22,6 +22,9 @@ from twisted.web.resource import Resource
 
 from engine.errors import BrokerError
 from wire.pulsar_api_pb2 import ServerError
+
+if TYPE_CHECKING:
+    from proxy.admin.auth import AdminAuthentication
 
 log = logging.getLogger(__name__)
 
@@ -215,9 +218,11 @@ class AdminResource(Resource):
 
     isLeaf = True  # noqa: N815 (Twisted's name)
 
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: Router, authentication: AdminAuthentication | None = None) -> None:
         super().__init__()
         self.router = router
+        #: Checks credentials before any route runs (None: no authentication).
+        self.authentication = authentication
 
     def render(self, request: server.Request) -> bytes | int:
         method = request.method.decode("ascii", "replace")
@@ -225,6 +230,12 @@ class AdminResource(Resource):
         segments = [unquote(s) for s in raw.strip("/").split("/")] if raw.strip("/") else []
         query = {k.decode(): v[-1].decode("utf-8", "replace") for k, v in request.args.items()}
         host = request.getRequestHostname().decode("ascii", "replace")
+        role = None
+        if self.authentication is not None:
+            refused = self.authentication.check(request, segments)
+            if refused is not None:
+                return self._write(request, refused)
+            role = self.authentication.role_of(request)
         try:
             handler, params = self.router.resolve(method, segments)
             call = Call(
@@ -235,6 +246,7 @@ class AdminResource(Resource):
                 request.content.read() if request.content is not None else b"",
                 (request.getHeader("content-type") or ""),
                 host,
+                role,
             )
             result = handler(call)
         except Exception as exc:

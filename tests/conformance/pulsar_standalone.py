@@ -29,6 +29,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 from tests.maven import dependencies
@@ -83,8 +84,13 @@ def _loopback_interface() -> str:
     return next((name for name in names if name.startswith("lo")), "lo")
 
 
-def standalone_conf(broker_port: int, web_port: int, journal_sync: bool = False) -> str:
-    """``standalone.conf``: Pulsar's standalone settings that matter here, everything else at its default."""
+def standalone_conf(
+    broker_port: int, web_port: int, journal_sync: bool = False, extra: Mapping[str, object] | None = None
+) -> str:
+    """``standalone.conf``: Pulsar's standalone settings that matter here, everything else at its default.
+
+    ``extra`` adds or overrides broker.conf settings (TLS ports, authentication providers, ...).
+    """
     settings = {
         "clusterName": "standalone",
         "metadataStoreUrl": "",
@@ -140,6 +146,7 @@ def standalone_conf(broker_port: int, web_port: int, journal_sync: bool = False)
         "diskUsageWarnThreshold": 0.99,
         "gcWaitTime": 300000,
     }
+    settings.update(extra or {})
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
@@ -148,9 +155,10 @@ def build(timeout: float = 1800) -> Path:
     return dependencies(POM_DIR, timeout)
 
 
-def _http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:
+def _http_get(url: str, headers: Mapping[str, str] | None = None, timeout: float = 2.0) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers=dict(headers or {}))
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(errors="replace")
@@ -161,13 +169,18 @@ class PulsarStandalone:
 
     def __init__(
         self, data_dir: Path, *, log_level: str = "warn", memory: tuple[str, ...] = JVM_MEMORY,
-        journal_sync: bool = False,
+        journal_sync: bool = False, extra_conf: Mapping[str, object] | None = None,
+        admin_headers: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.log_level = log_level
         self.memory = memory
         #: fsync the bookie journal before acknowledging (the standalone default is not to).
         self.journal_sync = journal_sync
+        #: More broker.conf settings (see :func:`standalone_conf`), and the headers the readiness check sends to the
+        #: admin API (its credentials when authentication is enabled; then CONNECT without them is not probed).
+        self.extra_conf = dict(extra_conf or {})
+        self.admin_headers = dict(admin_headers or {})
         self.broker_port = free_port()
         self.web_port = free_port()
         self.bookie_port = free_port()
@@ -204,7 +217,9 @@ class PulsarStandalone:
         """Start (keeping data from an earlier run in the same directory) and wait until it is ready."""
         conf = self.data_dir / "conf"
         conf.mkdir(parents=True, exist_ok=True)
-        (conf / "standalone.conf").write_text(standalone_conf(self.broker_port, self.web_port, self.journal_sync))
+        (conf / "standalone.conf").write_text(
+            standalone_conf(self.broker_port, self.web_port, self.journal_sync, self.extra_conf)
+        )
         (conf / "log4j2.xml").write_text(LOG4J2_XML.replace("{level}", self.log_level))
         command = self.command()
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it open)
@@ -216,7 +231,7 @@ class PulsarStandalone:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"Pulsar exited with {self.process.returncode}:\n{self.log()[-8000:]}")
-            if not self.first_connection_seconds:
+            if not self.first_connection_seconds and not self.admin_headers:
                 try:
                     accepted, answered = first_answer(self.broker_port, deadline, lambda: self.process.poll() is None)
                 except RuntimeError as exc:
@@ -231,11 +246,12 @@ class PulsarStandalone:
 
     def _ready(self) -> bool:
         try:
-            status, body = _http_get(f"{self.admin_url}/admin/v2/namespaces/public")
+            status, body = _http_get(f"{self.admin_url}/admin/v2/namespaces/public", self.admin_headers)
             if status != 200 or "public/default" not in json.loads(body):
                 return False
             status, body = _http_get(
-                f"{self.admin_url}/admin/v2/persistent/pulsar/system/transaction_coordinator_assign/partitions"
+                f"{self.admin_url}/admin/v2/persistent/pulsar/system/transaction_coordinator_assign/partitions",
+                self.admin_headers,
             )
             return status == 200 and json.loads(body).get("partitions", 0) > 0
         except (OSError, ValueError):
