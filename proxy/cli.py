@@ -74,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="seconds a frame that has begun to arrive may take to arrive whole (default 30)",
     )
+    _security_options(serve)
     serve.add_argument(
         "--authorization-enabled",
         action=argparse.BooleanOptionalAction,
@@ -95,6 +96,45 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--keep", metavar="DIR", help="keep the store and checkpoint in DIR")
     demo.add_argument("--service-url", help="use this endpoint (pulsar://host:port) instead of starting one")
     return parser
+
+
+def _security_options(serve: argparse.ArgumentParser) -> None:
+    """TLS and authentication (issue 21), named after broker.conf's settings."""
+    group = serve.add_argument_group("TLS and authentication")
+    group.add_argument("--tls-port", type=int, help="Pulsar protocol over TLS, pulsar+ssl:// (default: none)")
+    group.add_argument("--admin-tls-port", type=int, help="admin API over https (default: none)")
+    group.add_argument("--tls-cert-file", help="PEM certificate (chain) of this server")
+    group.add_argument("--tls-key-file", help="PEM private key of this server")
+    group.add_argument("--tls-trust-certs-file", help="PEM CA certificates client certificates must chain to")
+    group.add_argument(
+        "--tls-require-trusted-client-cert",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="refuse TLS clients without a trusted certificate (default off)",
+    )
+    group.add_argument(
+        "--authentication-enabled",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="authenticate every connection and admin request (default off)",
+    )
+    group.add_argument("--authentication-providers", help="comma list of token, basic, tls")
+    group.add_argument("--token-secret-key", help="HMAC key of tokens: path, file://, data:;base64, or env:NAME")
+    group.add_argument("--token-public-key", help="public key of tokens (RS/ES): path, file://, data: or env:NAME")
+    group.add_argument("--token-public-alg", help="algorithm of --token-public-key (default RS256)")
+    group.add_argument("--token-auth-claim", help="token claim naming the role (default sub)")
+    group.add_argument("--basic-auth-conf", help="user:hash lines (crypt or $apr1$): path, file: or data: URL")
+    group.add_argument(
+        "--authentication-refresh-check-seconds",
+        type=int,
+        help="seconds between checks for expired credentials on a connection (default 60)",
+    )
+    group.add_argument(
+        "--authenticate-metrics-endpoint",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="GET /metrics needs credentials too (default off)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -178,7 +178,7 @@ class PulsarStandalone:
         #: fsync the bookie journal before acknowledging (the standalone default is not to).
         self.journal_sync = journal_sync
         #: More broker.conf settings (see :func:`standalone_conf`), and the headers the readiness check sends to the
-        #: admin API (its credentials when authentication is enabled; then CONNECT without them is not probed).
+        #: admin API (its credentials when authentication is enabled).
         self.extra_conf = dict(extra_conf or {})
         self.admin_headers = dict(admin_headers or {})
         self.broker_port = free_port()
@@ -231,7 +231,7 @@ class PulsarStandalone:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"Pulsar exited with {self.process.returncode}:\n{self.log()[-8000:]}")
-            if not self.first_connection_seconds and not self.admin_headers:
+            if not self.first_connection_seconds:
                 try:
                     accepted, answered = first_answer(self.broker_port, deadline, lambda: self.process.poll() is None)
                 except RuntimeError as exc:
