@@ -74,11 +74,15 @@ NAMESPACE_OPERATIONS = {
 }
 
 
-def actions_of(names: Iterable[Any]) -> list[str]:
-    """The actions named in a grant, as Pulsar reads a ``Set<AuthAction>``: unknown names are dropped, each action
-    once, in declaration order."""
-    given = set(filter(lambda n: isinstance(n, str), names))
-    return [action for action in ACTIONS if action in given]
+def actions_of(names: Iterable[Any]) -> list[str | None]:
+    """The actions named in a grant, as Pulsar reads a ``Set<AuthAction>``: each action once, in declaration order,
+    and every name it does not know as one ``None`` (Jackson reads an unknown enum value as null), which grants
+    nothing."""
+    given = list(names)
+    known: list[str | None] = [action for action in ACTIONS if action in given]
+    if any(name not in ACTIONS for name in given):
+        known.append(None)
+    return known
 
 
 class TenantNotFoundError(BrokerError):
@@ -107,11 +111,11 @@ class Permissions:
 
     # -- namespace grants ----------------------------------------------------------------------
 
-    def of_namespace(self, namespace: str) -> dict[str, list[str]]:
+    def of_namespace(self, namespace: str) -> dict[str, list[str | None]]:
         """Role -> actions granted on the whole namespace."""
         return self._auth(namespace)[_NAMESPACE_AUTH]
 
-    def grant_namespace(self, namespace: str, role: str, actions: Iterable[str]) -> None:
+    def grant_namespace(self, namespace: str, role: str, actions: Iterable[str | None]) -> None:
         """Replace a role's actions on the namespace."""
         auth = self._auth(namespace)
         auth[_NAMESPACE_AUTH][role] = list(actions)
@@ -125,15 +129,16 @@ class Permissions:
 
     # -- topic grants ----------------------------------------------------------------------------
 
-    def of_topic(self, name: TopicName) -> dict[str, list[str]]:
+    def of_topic(self, name: TopicName) -> dict[str, list[str | None]]:
         """Role -> actions on a topic as Pulsar reports them: the namespace's grants united with the topic's own."""
         auth = self._auth(name.namespace_name)
         merged = {role: list(actions) for role, actions in auth[_NAMESPACE_AUTH].items()}
         for role, actions in auth[_TOPIC_AUTH].get(name.full, {}).items():
-            merged[role] = [a for a in ACTIONS if a in merged.get(role, ()) or a in actions]
+            held = merged.setdefault(role, [])
+            held.extend(action for action in actions if action not in held)
         return merged
 
-    def grant_topic(self, name: TopicName, role: str, actions: Iterable[str] | None) -> None:
+    def grant_topic(self, name: TopicName, role: str, actions: Iterable[str | None] | None) -> None:
         """Replace a role's actions on one topic; None (a grant without a body) leaves the role without any."""
         auth = self._auth(name.namespace_name)
         roles = auth[_TOPIC_AUTH].setdefault(name.full, {})
@@ -237,8 +242,8 @@ class Authorization:
             if mode == "Prefix" and not subscription.startswith(role or ""):
                 raise BrokerError(
                     ServerError.AuthorizationError,
-                    "Failed to create consumer - The subscription name needs to be prefixed by the authentication "
-                    f"role, like {role}-xxxx for topic: {name.full}",
+                    "org.apache.pulsar.broker.PulsarServerException: Failed to create consumer - The subscription name "
+                    f"needs to be prefixed by the authentication role, like {role}-xxxx for topic: {name.full}",
                 )
         return self._granted(name, role, "consume")
 

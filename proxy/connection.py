@@ -62,8 +62,8 @@ CLOSE_GRACE_SECONDS = 5.0
 #: ``maxPendingPublishRequestsPerConnection``); reading resumes below half of it.
 MAX_PENDING_SENDS = 1000
 _SCHEMA_VERSION = struct.Struct(">q")
-#: How the message of an exception thrown while authorizing begins in Pulsar's answers.
-_REST_EXCEPTION = "org.apache.pulsar.broker.web.RestException"
+#: How the message of the exception a check of a tenant that does not exist throws begins in Pulsar's answers.
+_REST_EXCEPTION = "org.apache.pulsar.common.util.RestException"
 #: What Pulsar answers to refused credentials, whatever the reason (the reason is only logged).
 AUTHENTICATION_FAILED = "Failed to authenticate"
 #: The challenge that asks a client for fresh credentials (Pulsar's ``AuthData.REFRESH_AUTH_DATA``).
@@ -446,8 +446,8 @@ class PulsarConnection(protocol.Protocol):
         does, with the message Pulsar's exception carries."""
         try:
             allowed = self.broker.authorization.allow_topic_operation(name, self.role, operation, subscription)
-        except TenantNotFoundError as exc:
-            raise BrokerError(ServerError.AuthorizationError, f"{_REST_EXCEPTION}: {exc.message}") from None
+        except TenantNotFoundError:
+            raise BrokerError(ServerError.AuthorizationError, f"{_REST_EXCEPTION}: HTTP 404 Not Found") from None
         if not allowed:
             raise BrokerError(ServerError.AuthorizationError, refused)
 

@@ -86,7 +86,7 @@ def test_topic_grants_and_partitions_inherit_the_partitioned_topics(broker: Brok
     assert not authz.allow_topic_operation(other, "p0", "CONSUME", "s")
     # As Pulsar reports a topic's permissions: the namespace's united with the topic's own.
     authz.permissions.grant_namespace("acme/ns", "writer", ["consume"])
-    assert authz.permissions.of_topic(TOPIC) == {"writer": ["produce", "consume"]}
+    assert authz.permissions.of_topic(TOPIC) == {"writer": ["consume", "produce"]}
     authz.permissions.revoke_topic(TOPIC, "writer")
     assert not authz.allow_topic_operation(TOPIC, "writer", "PRODUCE")
     assert broker.namespaces.policies("acme/ns")["auth_policies"]["destination_auth"] == {
@@ -142,5 +142,6 @@ def test_grants_are_durable(tmp_path: Path) -> None:
 
 
 def test_actions_are_read_as_pulsar_reads_a_set_of_auth_actions() -> None:
-    assert actions_of(["consume", "produce", "produce", "bogus", 3]) == ["produce", "consume"]
+    assert actions_of(["consume", "produce", "produce", "bogus", 3]) == ["produce", "consume", None]
+    assert actions_of(["sinks"]) == ["sinks"]
     assert actions_of([]) == []

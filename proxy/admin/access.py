@@ -8,7 +8,8 @@ message carries; the status (401 or 403) and text are Pulsar's. The table was re
 with authentication and authorization enabled, refusing a role without any grant on every route.
 
 As in Pulsar, nothing is checked unless authorization is enabled and the request authenticated (``Call.role`` is
-None when authentication is disabled). A check that needs the admins of a tenant that does not exist answers 404.
+None when authentication is disabled). A check that needs the admins of a tenant that does not exist answers 404; the
+routes Pulsar guards with ``validateAdminAccessForTenant`` answer that 404 to everyone, even with authorization off.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
-from engine.authorization import Authorization
+from engine.authorization import Authorization, TenantNotFoundError
 from engine.coordinator import COORDINATOR_ASSIGN_TOPIC
 from engine.names import TopicName
 from proxy.admin.context import AdminContext
@@ -332,10 +333,15 @@ def guard(ctx: AdminContext) -> Callable[[str, str, Handler], Handler]:
     """What wraps each route's handler: the route's check first, when authorization applies to the call."""
     authorization = ctx.broker.authorization
 
+    tenants = authorization.namespaces.tenants
+
     def wrap(method: str, pattern: str, handler: Handler) -> Handler:
         rule = rule_of(method, pattern)
 
         def checked(call: Call) -> Any:
+            if rule is TENANT_ADMIN and "tenant" in call.params and call["tenant"] not in tenants:
+                # Pulsar's validateAdminAccessForTenant looks the tenant up first, whoever asks, authorization or not.
+                raise TenantNotFoundError()
             if authorization.enabled and call.role is not None:
                 ok, scope = allowed(authorization, rule, call)
                 if not ok:
