@@ -617,3 +617,29 @@ def test_transactions_belong_to_their_owner(run: Run) -> Outcome:
         for conn in conns.values():
             conn.close()
     return outcome
+
+
+@scenario
+def test_partitioned_topic_grants(run: Run) -> Outcome:
+    """A grant on a partitioned topic covers its partitions; a grant on one partition covers that partition alone
+    (and not the partitioned topic's metadata)."""
+    setup = Setup(run)
+    parts = f"persistent://{setup.namespace}/parts"
+    statuses = [
+        setup.admin(SUPER_USER, "PUT", "/admin/v2/persistent/{t}/ns/parts/partitions", 2)[0],
+        setup.admin(SUPER_USER, "POST", "/admin/v2/persistent/{t}/ns/parts/permissions/dora", ["produce"])[0],
+        setup.admin(SUPER_USER, "POST", "/admin/v2/persistent/{t}/ns/parts-partition-0/permissions/carol", ["consume"])[
+            0
+        ],
+    ]
+    dora, carol = setup.client("dora"), setup.client("carol")
+    return {
+        "setup": statuses,
+        "dora produce": _attempt(lambda: dora.create_producer(parts).send(b"x")),
+        "dora produce partition": _attempt(lambda: dora.create_producer(f"{parts}-partition-1").send(b"x")),
+        "dora subscribe": _attempt(lambda: dora.subscribe(parts, "s").close()),
+        "carol subscribe": _attempt(lambda: carol.subscribe(parts, "s").close()),
+        "carol subscribe partition 0": _attempt(lambda: carol.subscribe(f"{parts}-partition-0", "s").close()),
+        "carol subscribe partition 1": _attempt(lambda: carol.subscribe(f"{parts}-partition-1", "s").close()),
+        "carol partitions": _attempt(lambda: carol.get_topic_partitions(parts)),
+    }
