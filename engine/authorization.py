@@ -161,6 +161,14 @@ class Permissions:
             del auth[_TOPIC_AUTH][name.full]
         self._save(name.namespace_name, auth)
 
+    def forget_topic(self, name: TopicName) -> None:
+        """Drop every grant on a topic, as Pulsar does when it deletes the topic."""
+        if name.namespace_name not in self.namespaces:
+            return
+        auth = self._auth(name.namespace_name)
+        if auth[_TOPIC_AUTH].pop(name.full, None) is not None:
+            self._save(name.namespace_name, auth)
+
     # -- subscription roles ----------------------------------------------------------------------
 
     def of_subscriptions(self, namespace: str) -> dict[str, list[str]]:

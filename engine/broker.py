@@ -276,6 +276,7 @@ class Broker:
         self.stats.storage.forget(record.topic_id)
         if self.terminated.pop(name.full, None) is not None:
             self.store.put_metadata("terminated", name.full, None)
+        self.authorization.permissions.forget_topic(name)
         if name.partition_index < 0:
             self.namespaces.delete_topic_policies(name.full)
 
@@ -283,10 +284,13 @@ class Broker:
         """Delete every partition of a partitioned topic, then its metadata."""
         partitions = self._partitioned.get(topic, 0)
         for index in range(partitions):
-            self.delete_topic(TopicName.parse(topic).partition(index).full)
+            partition = TopicName.parse(topic).partition(index)
+            self.delete_topic(partition.full)
+            self.authorization.permissions.forget_topic(partition)
         self._partitioned.pop(topic, None)
         self.store.set_partitioned_topic(topic, None)
         self.namespaces.delete_topic_policies(topic)
+        self.authorization.permissions.forget_topic(TopicName.parse(topic))
 
     def delete_schema(self, topic: str) -> None:
         """Drop every schema version of a (partitioned) topic."""

@@ -643,3 +643,24 @@ def test_partitioned_topic_grants(run: Run) -> Outcome:
         "carol subscribe partition 1": _attempt(lambda: carol.subscribe(f"{parts}-partition-1", "s").close()),
         "carol partitions": _attempt(lambda: carol.get_topic_partitions(parts)),
     }
+
+
+@scenario
+def test_deleted_topics_lose_their_grants(run: Run) -> Outcome:
+    """Deleting a topic, or a partitioned topic, deletes the grants on it and on its partitions."""
+    setup = Setup(run)
+    steps = [
+        ("PUT", "/admin/v2/persistent/{t}/ns/gone", None),
+        ("POST", "/admin/v2/persistent/{t}/ns/gone/permissions/zoe", ["produce"]),
+        ("PUT", "/admin/v2/persistent/{t}/ns/gone-parts/partitions", 2),
+        ("POST", "/admin/v2/persistent/{t}/ns/gone-parts/permissions/zoe", ["produce"]),
+        ("POST", "/admin/v2/persistent/{t}/ns/gone-parts-partition-1/permissions/yan", ["consume"]),
+        ("DELETE", "/admin/v2/persistent/{t}/ns/gone", None),
+        ("DELETE", "/admin/v2/persistent/{t}/ns/gone-parts/partitions", None),
+    ]
+    outcome: dict[str, Any] = {
+        f"{method} {path}": setup.admin(SUPER_USER, method, path, body)[0] for method, path, body in steps
+    }
+    _, policies = setup.admin(SUPER_USER, "GET", "/admin/v2/namespaces/{t}/ns")
+    outcome["topic grants"] = setup.untenanted(_sorted(policies["auth_policies"]["destination_auth"]))
+    return outcome
