@@ -412,9 +412,9 @@ class PulsarConnection(protocol.Protocol):
             self.close("credentials expired and the client does not support refreshing them")
         else:
             self._auth_challenge_pending = True
+            # As Pulsar's: the challenge and the protocol version, no server version.
             self.send(
                 T.AUTH_CHALLENGE,
-                server_version=self.service.server_version,
                 challenge={"auth_method_name": self.auth_method, "auth_data": REFRESH_AUTH_DATA},
                 protocol_version=self.protocol_version,
             )
