@@ -134,3 +134,23 @@ def test_java_admin_grants_and_revokes(secured: ServerProcess, monkeypatch: pyte
         "revoke_namespace": 403,
         "namespace_permissions_after": 403,
     }
+
+
+def test_the_anonymous_role_is_authorized_like_any_other(tmp_path: Path) -> None:
+    """With anonymous-user-role, a client without credentials gets that role (as Pulsar's ServerCnx gives it), and
+    the role needs grants like any other: refused until the super-user grants it produce on the namespace."""
+    proc = _server(tmp_path, "--authorization-enabled", "--super-user-roles", "admin", "--anonymous-user-role", "anon")
+    proc.start(timeout=30)
+    topic = "persistent://public/default/anonymous-topic"
+    client = pulsar.Client(proc.url, operation_timeout_seconds=5)
+    try:
+        with pytest.raises(pulsar.AuthorizationError):
+            client.create_producer(topic)
+        grants = "/admin/v2/namespaces/public/default/permissions"
+        assert call(proc.admin_url, "admin", "POST", f"{grants}/anon", ["produce"]) == (204, None)
+        client.create_producer(topic).send(b"x")
+        with pytest.raises(pulsar.AuthorizationError):
+            client.subscribe(topic, "s")
+    finally:
+        client.close()
+        proc.stop()
