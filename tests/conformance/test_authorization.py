@@ -32,6 +32,7 @@ import jwt
 import pulsar
 import pytest
 
+from engine.coordinator import COORDINATOR_ASSIGN_TOPIC
 from tests.conformance.framework import Outcome, Run, Target, scenario
 from tests.conformance.pulsar_standalone import PulsarStandalone
 from tests.server_process import ServerProcess
@@ -582,6 +583,20 @@ def _txn_answer(conn: RawClient, kind: int, response: str, **fields: Any) -> dic
     return {"ok": True}
 
 
+def _open_txn(conn: RawClient, timeout: float = 60.0) -> dict[str, int]:
+    """A new transaction of coordinator 0, waiting for the coordinator (a fresh standalone loads it a while after
+    it starts serving)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        conn.send(T.NEW_TXN, request_id=conn.next_id(), tc_id=0, txn_ttl_millis=60_000)
+        response = conn.expect(T.NEW_TXN_RESPONSE).newTxnResponse
+        if not response.HasField("error"):
+            return {"txnid_most_bits": response.txnid_most_bits, "txnid_least_bits": response.txnid_least_bits}
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"NEW_TXN failed: {response}")
+        time.sleep(0.5)
+
+
 @scenario
 def test_transactions_belong_to_their_owner(run: Run) -> Outcome:
     """``alice`` opens transactions; ``bob`` may neither add a partition or a subscription to them nor end them;
@@ -590,16 +605,15 @@ def test_transactions_belong_to_their_owner(run: Run) -> Outcome:
     conns = {role: RawClient(run.target.service_url, role) for role in ("alice", "bob", SUPER_USER)}
     outcome: dict[str, Any] = {}
     try:
+        # As a client does first: the lookup has Pulsar load the coordinator (only a super-user may make it here).
+        conns[SUPER_USER].answer(T.LOOKUP, T.LOOKUP_RESPONSE, topic=f"{COORDINATOR_ASSIGN_TOPIC}-partition-0")
         for conn in conns.values():
             conn.send(T.TC_CLIENT_CONNECT_REQUEST, request_id=conn.next_id(), tc_id=0)
             conn.expect(T.TC_CLIENT_CONNECT_RESPONSE)
-        txns = []
-        for _ in range(2):
-            conn = conns["alice"]
-            conn.send(T.NEW_TXN, request_id=conn.next_id(), tc_id=0, txn_ttl_millis=60_000)
-            response = conn.expect(T.NEW_TXN_RESPONSE).newTxnResponse
-            txns.append({"txnid_most_bits": response.txnid_most_bits, "txnid_least_bits": response.txnid_least_bits})
+        txns = [_open_txn(conns["alice"]) for _ in range(2)]
         acked = {"subscription": [{"topic": setup.topic, "subscription": "s"}]}
+        if setup.admin(SUPER_USER, "PUT", "/admin/v2/persistent/{t}/ns/top/subscription/s")[0] != 204:
+            raise RuntimeError("creating subscription s failed")
         for role in ("bob", "alice", SUPER_USER):
             conn = conns[role]
             outcome[role] = {
@@ -610,6 +624,16 @@ def test_transactions_belong_to_their_owner(run: Run) -> Outcome:
                     conn, T.ADD_SUBSCRIPTION_TO_TXN, "addSubscriptionToTxnResponse", **acked, **txns[0]
                 ),
             }
+        # The commands a coordinator sends to the brokers owning the topic: super-users only.
+        bob = conns["bob"]
+        outcome["bob end on partition"] = _txn_answer(
+            bob, T.END_TXN_ON_PARTITION, "endTxnOnPartitionResponse", topic=setup.topic, txn_action=1, **txns[1]
+        )
+        on_subscription = {"topic": setup.topic, "subscription": "s"}
+        outcome["bob end on subscription"] = _txn_answer(
+            bob, T.END_TXN_ON_SUBSCRIPTION, "endTxnOnSubscriptionResponse", subscription=on_subscription,
+            txn_action=1, **txns[1],
+        )  # fmt: skip
         outcome["bob end"] = _txn_answer(conns["bob"], T.END_TXN, "endTxnResponse", txn_action=1, **txns[0])
         outcome["alice end"] = _txn_answer(conns["alice"], T.END_TXN, "endTxnResponse", txn_action=1, **txns[0])
         outcome["super-user end"] = _txn_answer(conns[SUPER_USER], T.END_TXN, "endTxnResponse", txn_action=1, **txns[1])
