@@ -56,11 +56,15 @@ class Rule:
     operation: str = ""
     policy: str = ""
     topic: str | None = None
+    #: Whether the route looks its tenant up before anything else, whoever asks (``validateAdminAccessForTenant``).
+    tenant_first: bool = False
 
 
 OPEN = Rule(Check.OPEN)
 SUPER_USER = Rule(Check.SUPER_USER)
-TENANT_ADMIN = Rule(Check.TENANT_ADMIN)
+TENANT_ADMIN = Rule(Check.TENANT_ADMIN, tenant_first=True)
+#: A route this table does not list yet, under a tenant: its admins (and super-users) only.
+UNLISTED = Rule(Check.TENANT_ADMIN)
 COORDINATOR_LOOKUP = Rule(Check.TOPIC, "LOOKUP", topic=COORDINATOR_ASSIGN_TOPIC)
 
 
@@ -258,7 +262,7 @@ def rule_of(method: str, pattern: str) -> Rule:
         return Rule(Check.TOPIC_POLICY, "READ" if method == "GET" else "WRITE", TOPIC_POLICIES[endpoint])
     if _TOPIC_STATS.match(pattern):
         return OPEN
-    return TENANT_ADMIN if "{tenant}" in pattern else SUPER_USER
+    return UNLISTED if "{tenant}" in pattern else SUPER_USER
 
 
 def refusal(rule: Rule, call: Call, broker_id: str, scope: str) -> AdminError:
@@ -339,7 +343,7 @@ def guard(ctx: AdminContext) -> Callable[[str, str, Handler], Handler]:
         rule = rule_of(method, pattern)
 
         def checked(call: Call) -> Any:
-            if rule is TENANT_ADMIN and "tenant" in call.params and call["tenant"] not in tenants:
+            if rule.tenant_first and call["tenant"] not in tenants:
                 # Pulsar's validateAdminAccessForTenant looks the tenant up first, whoever asks, authorization or not.
                 raise TenantNotFoundError()
             if authorization.enabled and call.role is not None:
