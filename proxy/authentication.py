@@ -25,6 +25,10 @@ from proxy.config import Settings, SettingsError
 #: Header naming the provider of an admin request (Pulsar's ``X-Pulsar-Auth-Method-Name``).
 AUTH_METHOD_HEADER = "X-Pulsar-Auth-Method-Name"
 PROVIDER_NAMES = ("token", "basic", "tls")
+#: Pulsar's provider classes, accepted for the names so that broker.conf's value can be copied as it is.
+_PULSAR_CLASSES = {
+    f"org.apache.pulsar.broker.authentication.AuthenticationProvider{name.title()}": name for name in PROVIDER_NAMES
+}
 
 
 class AuthenticationError(Exception):
@@ -306,7 +310,11 @@ class Authenticator:
 
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
-        names = [name.strip().lower() for name in settings.authentication_providers.split(",") if name.strip()]
+        names = [
+            _PULSAR_CLASSES.get(name.strip(), name.strip().lower())
+            for name in settings.authentication_providers.split(",")
+            if name.strip()
+        ]
         unknown = [name for name in names if name not in PROVIDER_NAMES]
         if unknown:
             raise SettingsError(

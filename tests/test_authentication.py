@@ -460,6 +460,10 @@ def test_tls_port_without_certificate_stops_start_up_with_one_line(material: Mat
         server_options(Settings(tls_port=1))
     with pytest.raises(SettingsError, match="tls-key-file: "):
         server_options(Settings(tls_port=1, tls_cert_file=material.path("server.pem"), tls_key_file="/nope"))
+    with pytest.raises(SettingsError, match="cannot be used together"):  # the key of another certificate
+        server_options(
+            Settings(tls_port=1, tls_cert_file=material.path("server.pem"), tls_key_file=material.path("client.key"))
+        )
     result = subprocess.run(
         [sys.executable, "-m", "proxy", "serve", "--data-dir", str(tmp_path / "d"), "--port", "0", "--tls-port", "0"],
         cwd=ROOT,
@@ -472,3 +476,29 @@ def test_tls_port_without_certificate_stops_start_up_with_one_line(material: Mat
     assert result.stderr.strip().splitlines() == [
         "pulsar-txn-proxy: tls-cert-file is required with tls-port or admin-tls-port"
     ]
+
+
+def test_providers_may_be_named_by_pulsars_classes(material: Material) -> None:
+    classes = ",".join(
+        f"org.apache.pulsar.broker.authentication.AuthenticationProvider{name}" for name in ("Token", "Basic")
+    )
+    auth = _authenticator(
+        authentication_providers=classes,
+        token_secret_key=material.path("secret.key"),
+        basic_auth_conf=material.path("basic.conf"),
+    )
+    assert list(auth.providers) == ["token", "basic"]
+
+
+def test_metrics_need_credentials_only_when_configured(material: Material) -> None:
+    from proxy.admin.auth import AdminAuthentication
+
+    auth = _authenticator(authentication_providers="token", token_secret_key=material.path("secret.key"))
+    open_metrics, closed_metrics = AdminAuthentication(auth), AdminAuthentication(auth, authenticate_metrics=True)
+    assert [open_metrics.needs_credentials(p) for p in (["metrics"], ["admin", "v2", "clusters"], ["lookup"])] == [
+        False,
+        True,
+        True,
+    ]
+    assert closed_metrics.needs_credentials(["metrics"])
+    assert not AdminAuthentication(None, authenticate_metrics=True).needs_credentials(["admin", "v2", "clusters"])
