@@ -187,3 +187,14 @@ def run_java_security(plain_url: str, tls_url: str, material: Material) -> dict[
     main = "dev.pulsartxnproxy.SecurityScenarios"
     command = ["java", *JVM_OPTIONS, "-cp", build_harness(), main, plain_url, tls_url, str(material.root), prefix]
     return observations(command, "SecurityScenarios", timeout=180)
+
+
+def run_admin_security(http_url: str, https_url: str, material: Material) -> dict[str, Any]:
+    """tests/admin-java SecurityAdmin's observations (PulsarAdmin with each credential) against one target."""
+    from tests.maven import jar_classpath
+
+    write_java_tokens(material)
+    classpath = jar_classpath(Path(__file__).resolve().parent / "admin-java", "admin-harness")
+    main = "dev.pulsartxnproxy.admin.SecurityAdmin"
+    command = ["java", *JVM_OPTIONS, "-cp", classpath, main, http_url, https_url, str(material.root)]
+    return observations(command, "SecurityAdmin", timeout=180)
