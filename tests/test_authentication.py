@@ -502,3 +502,56 @@ def test_metrics_need_credentials_only_when_configured(material: Material) -> No
     ]
     assert closed_metrics.needs_credentials(["metrics"])
     assert not AdminAuthentication(None, authenticate_metrics=True).needs_credentials(["admin", "v2", "clusters"])
+
+
+# -- the project's own transactional client (spark/) -----------------------------------------------------
+
+
+def test_project_client_commits_over_tls_with_a_refreshed_token(secured: Secured, material: Material) -> None:
+    """spark.txn_client over pulsar+ssl:// (trust file, host name verified) with a token supplier: a transaction
+    commits after the broker asked for a fresh token on the live connection."""
+    from spark.security import Security
+    from spark.txn_client import TransactionClient
+
+    issued: list[str] = []
+
+    def supplier() -> str:
+        issued.append(material.token("alice", expires_in=2))
+        return issued[-1]
+
+    security = Security.token(supplier, tls_trust_certs_file=material.path("ca.pem"))
+    topic = f"persistent://public/default/own-client-{time.time_ns()}"
+    with TransactionClient(secured.tls_url, operation_timeout=10, security=security) as client:
+        producer = client.create_producer(topic)
+        txn = client.new_transaction()
+        sent = []
+        ends = time.monotonic() + REFRESH_SECONDS * 4  # the token expires; the broker challenges, the client answers
+        while time.monotonic() < ends:
+            sent.append(f"m{len(sent)}".encode())
+            producer.send_and_wait(sent[-1], txn=txn)
+            time.sleep(0.1)
+        txn.commit()
+        assert all(conn.url.startswith("pulsar+ssl://") for conn in client._connections.values())
+    assert len(issued) >= 2
+    reader = make_client(secured.url, authentication=pulsar.AuthenticationToken(material.token("bob")))
+    consumer = reader.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    assert [consumer.receive(5000).data() for _ in sent] == sent
+    reader.close()
+
+
+def test_project_client_refused_without_credentials_or_trust(secured: Secured, material: Material) -> None:
+    from spark.protocol import Connection, ConnectionLostError, PulsarError
+    from spark.security import Security
+
+    with pytest.raises(PulsarError, match="Failed to authenticate"):
+        Connection(secured.url, 5)
+    with pytest.raises(PulsarError, match="Failed to authenticate"):
+        Connection(secured.url, 5, Security.basic("alice", "wrong"))
+    with pytest.raises(ConnectionLostError, match="TLS handshake"):
+        Connection(
+            secured.tls_url, 5, Security.token(material.token("a"), tls_trust_certs_file=material.path("other-ca.pem"))
+        )
+    cert = Security.tls(
+        material.path("client.pem"), material.path("client.key"), tls_trust_certs_file=material.path("ca.pem")
+    )
+    assert Connection(secured.tls_url, 5, cert).server_version.startswith("pulsar-txn-proxy")
