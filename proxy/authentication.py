@@ -182,7 +182,7 @@ class TokenProvider:
             raise _token_error(str(exc)) from None
         expires_at = claims.get("exp")
         if isinstance(expires_at, int | float) and not isinstance(expires_at, bool):
-            if expires_at <= now:
+            if now > expires_at:  # as jjwt: valid through its expiry second
                 difference = int(now * 1000) - int(expires_at) * 1000
                 raise _token_error(
                     f"JWT expired at {_iso(expires_at)}. Current time: {_iso(now)}, a difference of {difference} "
@@ -333,7 +333,6 @@ class Authenticator:
             else:
                 built[name] = TlsProvider()
         self.providers = built
-        self.clock = clock
 
     @property
     def enabled(self) -> bool:

@@ -112,10 +112,8 @@ class State(Enum):
 class PulsarConnection(protocol.Protocol):
     """Speaks the Pulsar binary protocol with one client."""
 
-    def __init__(self, service: BrokerService, tls: bool = False) -> None:
+    def __init__(self, service: BrokerService) -> None:
         self.service = service
-        #: Whether this connection came in on the TLS port (lookups then answer ``pulsar+ssl://`` URLs).
-        self.tls = tls
         #: The role CONNECT authenticated (None while authentication is disabled), its method and when its
         #: credentials expire (epoch seconds; None: never).
         self.role: str | None = None

@@ -555,3 +555,21 @@ def test_project_client_refused_without_credentials_or_trust(secured: Secured, m
         material.path("client.pem"), material.path("client.key"), tls_trust_certs_file=material.path("ca.pem")
     )
     assert Connection(secured.tls_url, 5, cert).server_version.startswith("pulsar-txn-proxy")
+
+
+def test_token_expiry_boundary_as_jjwt(material: Material) -> None:
+    """A token is valid through its ``exp`` second and refused after it (jjwt: expired when now > exp)."""
+    now = [999.0]
+    auth = Authenticator(
+        Settings(
+            authentication_enabled=True, authentication_providers="token", token_secret_key=material.path("secret.key")
+        ),
+        clock=lambda: now[0],
+    )
+    token = jwt.encode({"sub": "alice", "exp": 1000}, material.secret, algorithm="HS256").encode()
+    assert auth.identify("token", token, None).expires_at == 1000
+    now[0] = 1000.0
+    assert auth.authenticate("token", token, None) == "alice"
+    now[0] = 1000.5
+    with pytest.raises(AuthenticationError, match="JWT expired at 1970-01-01T00:16:40Z"):
+        auth.authenticate("token", token, None)
