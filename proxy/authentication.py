@@ -87,7 +87,7 @@ def read_material(value: str, setting: str) -> bytes:
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
-        raise SettingsError(f"{setting}: {value} is neither a readable file, a data:/file: URL nor base64") from None
+        raise SettingsError(f"{setting}: no such file: {value} (nor is it a data:/file: URL or base64)") from None
 
 
 def _java_split(text: str, separator: str) -> list[str]:

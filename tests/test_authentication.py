@@ -573,3 +573,21 @@ def test_token_expiry_boundary_as_jjwt(material: Material) -> None:
     now[0] = 1000.5
     with pytest.raises(AuthenticationError, match="JWT expired at 1970-01-01T00:16:40Z"):
         auth.authenticate("token", token, None)
+
+
+def test_security_settings_from_environment_and_file(tmp_path: Path) -> None:
+    from proxy.config import load
+
+    environ = {
+        "PULSAR_TXN_PROXY_TLS_PORT": "6651",
+        "PULSAR_TXN_PROXY_AUTHENTICATION_ENABLED": "true",
+        "PULSAR_TXN_PROXY_AUTHENTICATION_PROVIDERS": "token,tls",
+    }
+    config = tmp_path / "c.toml"
+    config.write_text('admin-tls-port = 8443\ntoken-auth-claim = "role"\ntls-require-trusted-client-cert = true\n')
+    settings = load({}, str(config), environ)
+    assert (settings.tls_port, settings.admin_tls_port, settings.authentication_enabled) == (6651, 8443, True)
+    assert (settings.authentication_providers, settings.token_auth_claim) == ("token,tls", "role")
+    assert settings.tls_require_trusted_client_cert is True
+    with pytest.raises(SettingsError, match="tls_port: expected an integer"):
+        load({}, None, {"PULSAR_TXN_PROXY_TLS_PORT": "ssl"})
