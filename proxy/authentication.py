@@ -25,6 +25,10 @@ from proxy.config import Settings, SettingsError
 #: Header naming the provider of an admin request (Pulsar's ``X-Pulsar-Auth-Method-Name``).
 AUTH_METHOD_HEADER = "X-Pulsar-Auth-Method-Name"
 PROVIDER_NAMES = ("token", "basic", "tls")
+#: Pulsar's provider classes, accepted for the names so that broker.conf's value can be copied as it is.
+_PULSAR_CLASSES = {
+    f"org.apache.pulsar.broker.authentication.AuthenticationProvider{name.title()}": name for name in PROVIDER_NAMES
+}
 
 
 class AuthenticationError(Exception):
@@ -83,7 +87,7 @@ def read_material(value: str, setting: str) -> bytes:
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
-        raise SettingsError(f"{setting}: {value} is neither a readable file, a data:/file: URL nor base64") from None
+        raise SettingsError(f"{setting}: no such file: {value} (nor is it a data:/file: URL or base64)") from None
 
 
 def _java_split(text: str, separator: str) -> list[str]:
@@ -178,7 +182,7 @@ class TokenProvider:
             raise _token_error(str(exc)) from None
         expires_at = claims.get("exp")
         if isinstance(expires_at, int | float) and not isinstance(expires_at, bool):
-            if expires_at <= now:
+            if now > expires_at:  # as jjwt: valid through its expiry second
                 difference = int(now * 1000) - int(expires_at) * 1000
                 raise _token_error(
                     f"JWT expired at {_iso(expires_at)}. Current time: {_iso(now)}, a difference of {difference} "
@@ -306,7 +310,11 @@ class Authenticator:
 
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
-        names = [name.strip().lower() for name in settings.authentication_providers.split(",") if name.strip()]
+        names = [
+            _PULSAR_CLASSES.get(name.strip(), name.strip().lower())
+            for name in settings.authentication_providers.split(",")
+            if name.strip()
+        ]
         unknown = [name for name in names if name not in PROVIDER_NAMES]
         if unknown:
             raise SettingsError(
@@ -325,7 +333,6 @@ class Authenticator:
             else:
                 built[name] = TlsProvider()
         self.providers = built
-        self.clock = clock
 
     @property
     def enabled(self) -> bool:

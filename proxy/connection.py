@@ -28,6 +28,7 @@ from engine.names import TopicName, valid_namespace
 from engine.subscription import Consumer, Delivery, SubType
 from engine.topic import DUPLICATE, AccessMode, Producer
 from proxy.authentication import AuthenticationError
+from proxy.tls import verified_peer_certificate
 from proxy.transactions import TransactionCommands, transactional_ack
 from wire.commands import NO_ID, ReceiptEncoder, frame, make, payload_of, type_name
 from wire.framing import (
@@ -114,10 +115,8 @@ class State(Enum):
 class PulsarConnection(protocol.Protocol):
     """Speaks the Pulsar binary protocol with one client."""
 
-    def __init__(self, service: BrokerService, tls: bool = False) -> None:
+    def __init__(self, service: BrokerService) -> None:
         self.service = service
-        #: Whether this connection came in on the TLS port (lookups then answer ``pulsar+ssl://`` URLs).
-        self.tls = tls
         #: The role CONNECT authenticated (None while authentication is disabled), its method and when its
         #: credentials expire (epoch seconds; None: never).
         self.role: str | None = None
@@ -383,8 +382,7 @@ class PulsarConnection(protocol.Protocol):
 
     def peer_certificate(self) -> object | None:
         """The client certificate the TLS handshake verified (a pyOpenSSL X509), None on a plain connection."""
-        getter = getattr(self.transport, "getPeerCertificate", None)
-        return getter() if getter is not None else None
+        return verified_peer_certificate(self.transport)
 
     def _authentication_failed(self, stage: str, exc: AuthenticationError) -> None:
         """Answer as Pulsar does (one ERROR with request id -1 and a fixed message) and close; log the reason."""

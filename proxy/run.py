@@ -79,7 +79,7 @@ def serve(
     if tls_socket is not None:
         from proxy.tls import wrap
 
-        tls_listener = adopt_eager(reactor, tls_socket, wrap(PulsarFactory(service, tls=True), tls_options))
+        tls_listener = adopt_eager(reactor, tls_socket, wrap(PulsarFactory(service), tls_options))
         service.tls_port = tls_listener.getHost().port
         listeners.append(tls_listener)
     # The admin API's web stack takes a while to import: bring it up once the Pulsar port is served.

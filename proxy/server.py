@@ -44,23 +44,21 @@ class BrokerService:
         port: int,
         timeouts: ConnectionTimeouts,
         *,
-        tls_port: int | None = None,
         authenticator: Authenticator | None = None,
         authentication_refresh_check_seconds: float = 60.0,
-        clock: Callable[[], float] = time.time,
     ) -> None:
         self.broker = broker
         self.timeouts = timeouts
         self.reactor = reactor
         self.advertised_address = advertised_address
         self.port = port
-        #: The TLS port (``pulsar+ssl://``), when there is one: lookups name it beside the plain URL, as Pulsar's.
-        self.tls_port = tls_port
+        #: The TLS port (``pulsar+ssl://``), once it listens: lookups name it beside the plain URL, as Pulsar's.
+        self.tls_port: int | None = None
         #: Checks the credentials of CONNECT (None or disabled: anyone may connect), and every this many seconds
-        #: whether they expired (against ``clock``, epoch seconds).
+        #: whether they expired (against ``clock``, epoch seconds, as token expiry times are).
         self.authenticator = authenticator
         self.authentication_refresh_check_seconds = authentication_refresh_check_seconds
-        self.clock = clock
+        self.clock: Callable[[], float] = time.time
         self.server_version = f"pulsar-txn-proxy {VERSION}"
         self.connections: set[PulsarConnection] = set()
         #: Connections with frames written during this turn of the reactor, flushed together at its end.
@@ -252,10 +250,8 @@ class PulsarFactory(protocol.ServerFactory):
 
     noisy = False
 
-    def __init__(self, service: BrokerService, tls: bool = False) -> None:
+    def __init__(self, service: BrokerService) -> None:
         self.service = service
-        #: Whether this factory serves the TLS port (its connections then answer lookups with TLS URLs).
-        self.tls = tls
 
     def buildProtocol(self, addr: object) -> PulsarConnection:  # noqa: N802 (Twisted's name)
-        return PulsarConnection(self.service, self.tls)
+        return PulsarConnection(self.service)

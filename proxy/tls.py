@@ -2,16 +2,38 @@
 
 :func:`server_options` reads the PEM files of the settings once, at start-up: the server's certificate (with its
 chain) and key, and the CAs client certificates must chain to. A client certificate is asked for and, when one
-is sent, verified against those CAs (a certificate from another CA fails the handshake, as with Pulsar); with
-``tls-require-trusted-client-cert`` a client without one is refused too. Anything unreadable is a SettingsError.
+is sent, verified against those CAs. As Pulsar's broker (Java's TLS with client authentication "wanted"), a
+certificate that does not verify does not fail the handshake: the connection goes on as if it had sent none
+(:func:`verified_peer_certificate`), so the ``tls`` provider refuses it. With ``tls-require-trusted-client-cert`` a
+client without a trusted certificate fails the handshake. Anything unreadable is a SettingsError.
 """
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 from typing import Any
 
 from proxy.config import Settings, SettingsError
+
+#: TLS connections (pyOpenSSL ``Connection``) whose client certificate did not verify.
+_UNVERIFIED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _accept_unverified(connection: Any, certificate: Any, errno: int, depth: int, ok: int) -> bool:
+    """Verify callback of a port that does not require a trusted client certificate: note a failure, go on."""
+    if not ok:
+        _UNVERIFIED.add(connection)
+    return True
+
+
+def verified_peer_certificate(transport: Any) -> Any:
+    """The client certificate of a TLS transport if it verified (a pyOpenSSL X509); None otherwise, and on a plain
+    transport."""
+    getter = getattr(transport, "getPeerCertificate", None)
+    if getter is None or transport.getHandle() in _UNVERIFIED:
+        return None
+    return getter()
 
 
 def tls_wanted(settings: Settings) -> bool:
@@ -41,10 +63,10 @@ def _certificates(path: str | None, setting: str) -> list[Any]:
 def server_options(settings: Settings) -> Any:
     """The Twisted ``IOpenSSLServerConnectionCreator`` of both TLS ports."""
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
-    from OpenSSL import crypto
+    from OpenSSL import SSL, crypto
     from twisted.internet import ssl
 
-    chain = [crypto.X509.from_cryptography(c) for c in _certificates(settings.tls_cert_file, "tls-cert-file")]
+    chain = _certificates(settings.tls_cert_file, "tls-cert-file")
     try:
         key = load_pem_private_key(_read(settings.tls_key_file, "tls-key-file"), password=None)
     except (ValueError, TypeError) as exc:
@@ -60,8 +82,8 @@ def server_options(settings: Settings) -> Any:
     elif settings.tls_require_trusted_client_cert:
         raise SettingsError("tls-require-trusted-client-cert needs tls-trust-certs-file")
     try:
-        return ssl.CertificateOptions(
-            privateKey=crypto.PKey.from_cryptography_key(key),
+        options = ssl.CertificateOptions(
+            privateKey=key,
             certificate=chain[0],
             extraCertChain=chain[1:],
             verify=bool(trusted),
@@ -69,8 +91,12 @@ def server_options(settings: Settings) -> Any:
             requireCertificate=settings.tls_require_trusted_client_cert,
             raiseMinimumTo=ssl.TLSVersion.TLSv1_2,
         )
-    except Exception as exc:
+        context = options.getContext()  # built now, so that a key not matching the certificate fails start-up
+    except (ValueError, TypeError, SSL.Error) as exc:
         raise SettingsError(f"tls-cert-file / tls-key-file: cannot be used together: {exc}") from None
+    if trusted and not settings.tls_require_trusted_client_cert:
+        context.set_verify(SSL.VERIFY_PEER, _accept_unverified)
+    return options
 
 
 def wrap(factory: Any, options: Any) -> Any:

@@ -13,6 +13,7 @@ import ipaddress
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jwt
 from cryptography import x509
@@ -20,6 +21,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from passlib.hash import apr_md5_crypt, des_crypt
+
+from tests.txn_harness import JVM_OPTIONS, build_harness, observations
 
 #: The role of the super-user token a Pulsar standalone's own clients use.
 ADMIN_ROLE = "admin"
@@ -164,3 +167,34 @@ def pulsar_auth_conf(material: Material, tls_port: int, web_tls_port: int) -> di
         "brokerClientAuthenticationParameters": f"token:{material.token(ADMIN_ROLE)}",
         "authenticationRefreshCheckSeconds": 5,
     }
+
+
+def write_java_tokens(material: Material) -> None:
+    """The token files SecurityScenarios reads (see its class comment)."""
+    root = material.root
+    (root / "alice.token").write_text(material.token("alice"))
+    (root / "forged.token").write_text(material.token("alice", forged=True))
+    (root / "expired.token").write_text(material.token("alice", expires_in=-5))
+    now = int(time.time())
+    for exp in range(now + 2, now + 120, 2):
+        (root / f"short-{exp}.token").write_text(jwt.encode({"sub": "alice", "exp": exp}, material.secret, "HS256"))
+
+
+def run_java_security(plain_url: str, tls_url: str, material: Material) -> dict[str, Any]:
+    """SecurityScenarios' observations against one target."""
+    write_java_tokens(material)
+    prefix = f"persistent://public/default/java-{time.time_ns()}"
+    main = "dev.pulsartxnproxy.SecurityScenarios"
+    command = ["java", *JVM_OPTIONS, "-cp", build_harness(), main, plain_url, tls_url, str(material.root), prefix]
+    return observations(command, "SecurityScenarios", timeout=180)
+
+
+def run_admin_security(http_url: str, https_url: str, material: Material) -> dict[str, Any]:
+    """tests/admin-java SecurityAdmin's observations (PulsarAdmin with each credential) against one target."""
+    from tests.maven import jar_classpath
+
+    write_java_tokens(material)
+    classpath = jar_classpath(Path(__file__).resolve().parent / "admin-java", "admin-harness")
+    main = "dev.pulsartxnproxy.admin.SecurityAdmin"
+    command = ["java", *JVM_OPTIONS, "-cp", classpath, main, http_url, https_url, str(material.root)]
+    return observations(command, "SecurityAdmin", timeout=180)

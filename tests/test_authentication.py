@@ -460,6 +460,10 @@ def test_tls_port_without_certificate_stops_start_up_with_one_line(material: Mat
         server_options(Settings(tls_port=1))
     with pytest.raises(SettingsError, match="tls-key-file: "):
         server_options(Settings(tls_port=1, tls_cert_file=material.path("server.pem"), tls_key_file="/nope"))
+    with pytest.raises(SettingsError, match="cannot be used together"):  # the key of another certificate
+        server_options(
+            Settings(tls_port=1, tls_cert_file=material.path("server.pem"), tls_key_file=material.path("client.key"))
+        )
     result = subprocess.run(
         [sys.executable, "-m", "proxy", "serve", "--data-dir", str(tmp_path / "d"), "--port", "0", "--tls-port", "0"],
         cwd=ROOT,
@@ -472,3 +476,118 @@ def test_tls_port_without_certificate_stops_start_up_with_one_line(material: Mat
     assert result.stderr.strip().splitlines() == [
         "pulsar-txn-proxy: tls-cert-file is required with tls-port or admin-tls-port"
     ]
+
+
+def test_providers_may_be_named_by_pulsars_classes(material: Material) -> None:
+    classes = ",".join(
+        f"org.apache.pulsar.broker.authentication.AuthenticationProvider{name}" for name in ("Token", "Basic")
+    )
+    auth = _authenticator(
+        authentication_providers=classes,
+        token_secret_key=material.path("secret.key"),
+        basic_auth_conf=material.path("basic.conf"),
+    )
+    assert list(auth.providers) == ["token", "basic"]
+
+
+def test_metrics_need_credentials_only_when_configured(material: Material) -> None:
+    from proxy.admin.auth import AdminAuthentication
+
+    auth = _authenticator(authentication_providers="token", token_secret_key=material.path("secret.key"))
+    open_metrics, closed_metrics = AdminAuthentication(auth), AdminAuthentication(auth, authenticate_metrics=True)
+    assert [open_metrics.needs_credentials(p) for p in (["metrics"], ["admin", "v2", "clusters"], ["lookup"])] == [
+        False,
+        True,
+        True,
+    ]
+    assert closed_metrics.needs_credentials(["metrics"])
+    assert not AdminAuthentication(None, authenticate_metrics=True).needs_credentials(["admin", "v2", "clusters"])
+
+
+# -- the project's own transactional client (spark/) -----------------------------------------------------
+
+
+def test_project_client_commits_over_tls_with_a_refreshed_token(secured: Secured, material: Material) -> None:
+    """spark.txn_client over pulsar+ssl:// (trust file, host name verified) with a token supplier: a transaction
+    commits after the broker asked for a fresh token on the live connection."""
+    from spark.security import Security
+    from spark.txn_client import TransactionClient
+
+    issued: list[str] = []
+
+    def supplier() -> str:
+        issued.append(material.token("alice", expires_in=2))
+        return issued[-1]
+
+    security = Security.token(supplier, tls_trust_certs_file=material.path("ca.pem"))
+    topic = f"persistent://public/default/own-client-{time.time_ns()}"
+    with TransactionClient(secured.tls_url, operation_timeout=10, security=security) as client:
+        producer = client.create_producer(topic)
+        txn = client.new_transaction()
+        sent = []
+        ends = time.monotonic() + REFRESH_SECONDS * 4  # the token expires; the broker challenges, the client answers
+        while time.monotonic() < ends:
+            sent.append(f"m{len(sent)}".encode())
+            producer.send_and_wait(sent[-1], txn=txn)
+            time.sleep(0.1)
+        txn.commit()
+        assert all(conn.url.startswith("pulsar+ssl://") for conn in client._connections.values())
+    assert len(issued) >= 2
+    reader = make_client(secured.url, authentication=pulsar.AuthenticationToken(material.token("bob")))
+    consumer = reader.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    assert [consumer.receive(5000).data() for _ in sent] == sent
+    reader.close()
+
+
+def test_project_client_refused_without_credentials_or_trust(secured: Secured, material: Material) -> None:
+    from spark.protocol import Connection, ConnectionLostError, PulsarError
+    from spark.security import Security
+
+    with pytest.raises(PulsarError, match="Failed to authenticate"):
+        Connection(secured.url, 5)
+    with pytest.raises(PulsarError, match="Failed to authenticate"):
+        Connection(secured.url, 5, Security.basic("alice", "wrong"))
+    with pytest.raises(ConnectionLostError, match="TLS handshake"):
+        Connection(
+            secured.tls_url, 5, Security.token(material.token("a"), tls_trust_certs_file=material.path("other-ca.pem"))
+        )
+    cert = Security.tls(
+        material.path("client.pem"), material.path("client.key"), tls_trust_certs_file=material.path("ca.pem")
+    )
+    assert Connection(secured.tls_url, 5, cert).server_version.startswith("pulsar-txn-proxy")
+
+
+def test_token_expiry_boundary_as_jjwt(material: Material) -> None:
+    """A token is valid through its ``exp`` second and refused after it (jjwt: expired when now > exp)."""
+    now = [999.0]
+    auth = Authenticator(
+        Settings(
+            authentication_enabled=True, authentication_providers="token", token_secret_key=material.path("secret.key")
+        ),
+        clock=lambda: now[0],
+    )
+    token = jwt.encode({"sub": "alice", "exp": 1000}, material.secret, algorithm="HS256").encode()
+    assert auth.identify("token", token, None).expires_at == 1000
+    now[0] = 1000.0
+    assert auth.authenticate("token", token, None) == "alice"
+    now[0] = 1000.5
+    with pytest.raises(AuthenticationError, match="JWT expired at 1970-01-01T00:16:40Z"):
+        auth.authenticate("token", token, None)
+
+
+def test_security_settings_from_environment_and_file(tmp_path: Path) -> None:
+    from proxy.config import load
+
+    environ = {
+        "PULSAR_TXN_PROXY_TLS_PORT": "6651",
+        "PULSAR_TXN_PROXY_AUTHENTICATION_ENABLED": "true",
+        "PULSAR_TXN_PROXY_AUTHENTICATION_PROVIDERS": "token,tls",
+    }
+    config = tmp_path / "c.toml"
+    config.write_text('admin-tls-port = 8443\ntoken-auth-claim = "role"\ntls-require-trusted-client-cert = true\n')
+    settings = load({}, str(config), environ)
+    assert (settings.tls_port, settings.admin_tls_port, settings.authentication_enabled) == (6651, 8443, True)
+    assert (settings.authentication_providers, settings.token_auth_claim) == ("token,tls", "role")
+    assert settings.tls_require_trusted_client_cert is True
+    with pytest.raises(SettingsError, match="tls_port: expected an integer"):
+        load({}, None, {"PULSAR_TXN_PROXY_TLS_PORT": "ssl"})

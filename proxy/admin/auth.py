@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import html
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from proxy.admin.http import Reply
 from proxy.authentication import AuthenticationError
+from proxy.tls import verified_peer_certificate
 
 if TYPE_CHECKING:
     from twisted.web.server import Request
@@ -67,7 +68,7 @@ class AdminAuthentication:
             return value
 
         try:
-            role = self.authenticator.authenticate_http(header, _peer_certificate(request))
+            role = self.authenticator.authenticate_http(header, verified_peer_certificate(request.transport))
         except AuthenticationError as exc:
             log.info("admin %s refused: %s", request.path.decode("utf-8", "replace"), exc.message)
             # Pulsar sends its own reason only for an unknown method; every refused credential is "required".
@@ -75,11 +76,6 @@ class AdminAuthentication:
             return unauthorized(request.path.decode("utf-8", "replace"), reason or "Authentication required")
         setattr(request, _ROLE, role)
         return None
-
-
-def _peer_certificate(request: Request) -> Any:
-    getter = getattr(request.transport, "getPeerCertificate", None)
-    return getter() if getter is not None else None
 
 
 def unauthorized(path: str, message: str) -> Reply:

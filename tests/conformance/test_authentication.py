@@ -26,7 +26,14 @@ import pytest
 from tests.conformance.conftest import ENDPOINT, PULSAR
 from tests.conformance.framework import Outcome, Run, Target, receive_n, scenario, texts
 from tests.conformance.pulsar_standalone import PulsarStandalone
-from tests.security import ADMIN_ROLE, BASIC_USERS, Material, pulsar_auth_conf
+from tests.security import (
+    ADMIN_ROLE,
+    BASIC_USERS,
+    Material,
+    pulsar_auth_conf,
+    run_admin_security,
+    run_java_security,
+)
 from tests.server_process import ServerProcess, free_port
 from wire.commands import frame
 from wire.framing import FrameDecoder
@@ -357,3 +364,20 @@ def test_admin_authentication(run: Run) -> Outcome:
     context.load_cert_chain(material.path("client.pem"), material.path("client.key"))
     outcome["https_certificate"] = _http(https, context=context)
     return outcome
+
+
+@scenario
+def test_java_client(run: Run) -> Outcome:
+    """The official Java client (tests/java SecurityScenarios): transactions committed with a token on both ports,
+    basic and certificate over TLS; forged, expired and missing tokens, a wrong password, untrusted certificates; a
+    token refreshed on a live connection."""
+    target, material = _secure(run)
+    return run_java_security(target.service_url, target.tls_url, material)
+
+
+@scenario
+def test_java_admin(run: Run) -> Outcome:
+    """PulsarAdmin (tests/admin-java SecurityAdmin): a token over http and https (host name verified), basic and a
+    client certificate over https; no, forged and expired credentials, a wrong password, an untrusted server."""
+    target, material = _secure(run)
+    return run_admin_security(target.admin_url, target.admin_tls_url, material)
