@@ -30,8 +30,8 @@ _TOPIC_AUTH = "destination_auth"
 _SUBSCRIPTION_AUTH = "subscription_auth_roles"
 
 
-class TopicOperation(Enum):
-    """Pulsar's ``TopicOperation``s that a role other than an admin may be granted, by the grant each needs."""
+class Needs(Enum):
+    """What a topic operation needs of a role that is neither a super-user nor a tenant admin."""
 
     LOOKUP = "lookup"
     PRODUCE = "produce"
@@ -42,8 +42,8 @@ class TopicOperation(Enum):
 
 #: Pulsar's topic operations by what they need (``PulsarAuthorizationProvider.allowTopicOperationAsync``).
 TOPIC_OPERATIONS = {
-    **dict.fromkeys(("LOOKUP", "GET_STATS", "GET_METADATA"), TopicOperation.LOOKUP),
-    "PRODUCE": TopicOperation.PRODUCE,
+    **dict.fromkeys(("LOOKUP", "GET_STATS", "GET_METADATA"), Needs.LOOKUP),
+    "PRODUCE": Needs.PRODUCE,
     **dict.fromkeys(
         (
             "GET_SUBSCRIPTIONS",
@@ -58,7 +58,7 @@ TOPIC_OPERATIONS = {
             "SET_REPLICATED_SUBSCRIPTION_STATUS",
             "GET_REPLICATED_SUBSCRIPTION_STATUS",
         ),
-        TopicOperation.CONSUME,
+        Needs.CONSUME,
     ),
 }
 #: Namespace operations a role with a namespace grant may do, and the grants that allow each
@@ -266,12 +266,12 @@ class Authorization:
         operations their grants allow (see :data:`TOPIC_OPERATIONS`). Raises :class:`TenantNotFoundError`."""
         if not self.enabled or self.is_super_user_or_admin(name.tenant, role):
             return True
-        needs = TOPIC_OPERATIONS.get(operation, TopicOperation.ADMIN)
-        if needs is TopicOperation.LOOKUP:
+        needs = TOPIC_OPERATIONS.get(operation, Needs.ADMIN)
+        if needs is Needs.LOOKUP:
             return self.can_lookup(name, role)
-        if needs is TopicOperation.PRODUCE:
+        if needs is Needs.PRODUCE:
             return self.can_produce(name, role)
-        if needs is TopicOperation.CONSUME:
+        if needs is Needs.CONSUME:
             return self.can_consume(name, role, subscription)
         return False
 
