@@ -235,12 +235,13 @@ RULES: dict[tuple[str, str], Rule] = {
     ("POST", SCHEMA + "/schema"): _topic("PRODUCE"),
     ("DELETE", SCHEMA + "/schema"): TENANT_ADMIN,
     ("POST", SCHEMA + "/compatibility"): TENANT_ADMIN,
-    # transactions: the per-topic statistics are open in Pulsar (it only checks that the broker owns the topic)
+    # transactions: a transaction's metadata, a coordinator's internal stats and the per-topic statistics are open in
+    # Pulsar (it only checks that the broker owns the coordinator or the topic)
     ("GET", TXN + "/coordinators"): OPEN,
     ("GET", TXN + "/coordinatorStats"): COORDINATOR_LOOKUP,
-    ("GET", TXN + "/coordinatorInternalStats/{coordinatorId}"): COORDINATOR_LOOKUP,
     ("GET", TXN + "/slowTransactions/{timeout}"): COORDINATOR_LOOKUP,
-    ("GET", TXN + "/transactionMetadata/{most}/{least}"): COORDINATOR_LOOKUP,
+    ("GET", TXN + "/coordinatorInternalStats/{coordinatorId}"): OPEN,
+    ("GET", TXN + "/transactionMetadata/{most}/{least}"): OPEN,
     ("POST", TXN + "/abortTransaction/{most}/{least}"): SUPER_USER,
     ("POST", TXN + "/transactionCoordinator/replicas"): SUPER_USER,
 }

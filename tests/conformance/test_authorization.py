@@ -634,6 +634,12 @@ def test_transactions_belong_to_their_owner(run: Run) -> Outcome:
             bob, T.END_TXN_ON_SUBSCRIPTION, "endTxnOnSubscriptionResponse", subscription=on_subscription,
             txn_action=1, **txns[1],
         )  # fmt: skip
+        # The admin API names the owner; a role without grants may read it, as in Pulsar.
+        most, least = txns[0]["txnid_most_bits"], txns[0]["txnid_least_bits"]
+        status, metadata = call(
+            run.target.admin_url or "", "nobody", "GET", f"/admin/v3/transactions/transactionMetadata/{most}/{least}"
+        )
+        outcome["metadata"] = {"status": status, "owner": metadata.get("owner") if isinstance(metadata, dict) else None}
         outcome["bob end"] = _txn_answer(conns["bob"], T.END_TXN, "endTxnResponse", txn_action=1, **txns[0])
         outcome["alice end"] = _txn_answer(conns["alice"], T.END_TXN, "endTxnResponse", txn_action=1, **txns[0])
         outcome["super-user end"] = _txn_answer(conns[SUPER_USER], T.END_TXN, "endTxnResponse", txn_action=1, **txns[1])
