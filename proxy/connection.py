@@ -148,8 +148,9 @@ class PulsarConnection(protocol.Protocol):
         self._reading_paused = False
         #: Frames written during this reactor turn, sent together at its end (one ``send`` per turn).
         self._outbox: list[bytes] = []
-        #: Whether a read is being handled: what it writes is sent when it ends, with no end-of-turn flush.
-        self._reading = False
+        #: Reads being handled (nested: the TLS port wraps the records of one network read in one read, see
+        #: begin_read): what they write is sent when the outermost ends, with no end-of-turn flush.
+        self._reads = 0
         #: False while the transport holds more unsent bytes than its buffer size (the peer does not read): no
         #: messages are dispatched to this connection's consumers meanwhile (see pauseProducing).
         self.writable = True
@@ -200,14 +201,25 @@ class PulsarConnection(protocol.Protocol):
         if self.state is State.CLOSED:
             return
         self._heard_since_ping = True
-        self._reading = True
+        self._reads += 1
         try:
             self._handle_frames(data)
         finally:
-            self._reading = False
+            self._reads -= 1
         # The answers to this read go out now, not after the reads of every other connection in this turn.
-        self.flush()
+        if not self._reads:
+            self.flush()
         self._watch_unfinished_frame()
+
+    def begin_read(self) -> None:
+        """Hold what the reads until :meth:`end_read` write: they go out together then."""
+        self._reads += 1
+
+    def end_read(self) -> None:
+        """End what :meth:`begin_read` began; the outermost end sends what was written."""
+        self._reads -= 1
+        if not self._reads:
+            self.flush()
 
     def _watch_unfinished_frame(self) -> None:
         """Time a frame that has begun to arrive: a peer that never finishes it is dropped (slow loris)."""
@@ -300,7 +312,7 @@ class PulsarConnection(protocol.Protocol):
         """Send bytes unless the connection is closed: after the read being handled, else at the end of this turn."""
         if self.state is State.CLOSED:
             return
-        if not self._outbox and not self._reading:
+        if not self._outbox and not self._reads:
             self.service.flush_later(self)
         self._outbox.append(data)
 

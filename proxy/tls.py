@@ -100,7 +100,24 @@ def server_options(settings: Settings) -> Any:
 
 
 def wrap(factory: Any, options: Any) -> Any:
-    """``factory``'s protocols spoken over TLS with ``options`` (see :func:`server_options`)."""
-    from twisted.protocols.tls import TLSMemoryBIOFactory
+    """``factory``'s Pulsar connections spoken over TLS with ``options`` (see :func:`server_options`).
 
-    return TLSMemoryBIOFactory(options, False, factory)
+    Twisted hands a connection each TLS record of a network read as a read of its own, and a Pulsar connection
+    sends its answers at the end of each read: one network read of many small SENDs would be answered in as many
+    encrypted writes. The connection is told where the network read begins and ends (``begin_read``,
+    ``end_read``), so its answers go out in one.
+    """
+    from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
+
+    class WholeReads(TLSMemoryBIOProtocol):
+        def dataReceived(self, data: bytes) -> None:  # noqa: N802 (Twisted's name)
+            connection = self.wrappedProtocol
+            connection.begin_read()
+            try:
+                super().dataReceived(data)
+            finally:
+                connection.end_read()
+
+    tls = TLSMemoryBIOFactory(options, False, factory)
+    tls.protocol = WholeReads
+    return tls
