@@ -63,8 +63,8 @@ CLOSE_GRACE_SECONDS = 5.0
 #: ``maxPendingPublishRequestsPerConnection``); reading resumes below half of it.
 MAX_PENDING_SENDS = 1000
 _SCHEMA_VERSION = struct.Struct(">q")
-#: How the message of the exception a check of a tenant that does not exist throws begins in Pulsar's answers.
-_REST_EXCEPTION = "org.apache.pulsar.common.util.RestException"
+#: What Pulsar answers a PRODUCER or SUBSCRIBE whose check needs a tenant that does not exist (its exception's text).
+_MISSING_TENANT = (ServerError.AuthorizationError, "org.apache.pulsar.common.util.RestException: HTTP 404 Not Found")
 #: What Pulsar answers to refused credentials, whatever the reason (the reason is only logged).
 AUTHENTICATION_FAILED = "Failed to authenticate"
 #: The challenge that asks a client for fresh credentials (Pulsar's ``AuthData.REFRESH_AUTH_DATA``).
@@ -450,14 +450,21 @@ class PulsarConnection(protocol.Protocol):
 
     # -- authorization ------------------------------------------------------------------------
 
-    def authorize(self, name: TopicName, operation: str, refused: str, subscription: str | None = None) -> None:
+    def authorize(
+        self,
+        name: TopicName,
+        operation: str,
+        refused: str,
+        subscription: str | None = None,
+        missing_tenant: tuple[int, str] = _MISSING_TENANT,
+    ) -> None:
         """Raise AuthorizationError with Pulsar's ``refused`` text unless this connection's role may do the topic
-        operation (it always may with authorization off); a tenant that does not exist fails the check as Pulsar's
-        does, with the message Pulsar's exception carries."""
+        operation (it always may with authorization off); a tenant that does not exist fails the check with
+        ``missing_tenant`` (code, message), as each of Pulsar's commands reports it."""
         try:
             allowed = self.broker.authorization.allow_topic_operation(name, self.role, operation, subscription)
         except TenantNotFoundError:
-            raise BrokerError(ServerError.AuthorizationError, f"{_REST_EXCEPTION}: HTTP 404 Not Found") from None
+            raise BrokerError(*missing_tenant) from None
         if not allowed:
             raise BrokerError(ServerError.AuthorizationError, refused)
 
@@ -465,14 +472,9 @@ class PulsarConnection(protocol.Protocol):
         request = command.partitionMetadata
         try:
             name = TopicName.parse(request.topic)
-            try:
-                self.authorize(name, "LOOKUP", "Client is not authorized to Get Partition Metadata")
-            except BrokerError as exc:
-                if not exc.message.startswith(_REST_EXCEPTION):
-                    raise
-                # As Pulsar: a tenant that is not there is reported as missing, not as a refusal.
-                message = f"Tenant or namespace or topic does not exist: {name.namespace_name}"
-                raise BrokerError(ServerError.TopicNotFound, message) from None
+            # As Pulsar: a tenant that is not there is reported as missing, not as a refusal.
+            missing = (ServerError.TopicNotFound, f"Tenant or namespace or topic does not exist: {name.namespace_name}")
+            self.authorize(name, "LOOKUP", "Client is not authorized to Get Partition Metadata", None, missing)
             partitions = self.service.partitioned_metadata(request.topic)
         except BrokerError as exc:
             self.send(
@@ -489,13 +491,8 @@ class PulsarConnection(protocol.Protocol):
         request = command.lookupTopic
         try:
             name = TopicName.parse(request.topic)
-            try:
-                self.authorize(name, "LOOKUP", "Client is not authorized to Lookup")
-            except BrokerError as exc:
-                if not exc.message.startswith(_REST_EXCEPTION):
-                    raise
-                message = "Exception occurred while trying to authorize lookup"
-                raise BrokerError(ServerError.AuthorizationError, message) from None
+            missing = (ServerError.AuthorizationError, "Exception occurred while trying to authorize lookup")
+            self.authorize(name, "LOOKUP", "Client is not authorized to Lookup", None, missing)
             self.service.check_lookup(request.topic)
         except BrokerError as exc:
             self.send(
