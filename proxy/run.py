@@ -56,6 +56,9 @@ def serve(
         authorization_enabled=settings.authorization_enabled,
         super_user_roles=super_user_roles(settings),
     )
+    if settings.authorization_enabled and not settings.authentication_enabled:
+        # As in Pulsar: connections then have no role, and every command that is checked is refused.
+        log.warning("authorization is enabled without authentication: clients have no role and are refused")
     commits = ThreadedCommits(reactor)
     broker = Broker(store, SystemClock(reactor.callLater), config, commits)
     timeouts = ConnectionTimeouts(
