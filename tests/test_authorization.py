@@ -5,6 +5,7 @@ super-user list as Pulsar reads it.
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -154,3 +155,20 @@ def test_the_anonymous_role_is_authorized_like_any_other(tmp_path: Path) -> None
     finally:
         client.close()
         proc.stop()
+
+
+def test_authorization_without_authentication_refuses_clients(tmp_path: Path) -> None:
+    """Without authentication a connection has no role: with authorization enabled every checked command is refused
+    (as Pulsar's ServerCnx refuses a null role), the admin API is not checked (Pulsar checks it only when both are
+    enabled), and start-up says so."""
+    proc = ServerProcess(tmp_path / "data", "--authorization-enabled").start(timeout=30)
+    client = pulsar.Client(proc.url, operation_timeout_seconds=5)
+    try:
+        with pytest.raises(pulsar.AuthorizationError):
+            client.create_producer("persistent://public/default/no-role")
+        with urllib.request.urlopen(proc.admin_url + "/admin/v2/tenants", timeout=10) as response:
+            assert response.status == 200
+    finally:
+        client.close()
+        proc.stop()
+    assert "authorization is enabled without authentication" in proc.log()
