@@ -37,6 +37,7 @@ from tests.conformance.framework import Outcome, Run, Target, scenario
 from tests.conformance.pulsar_standalone import PulsarStandalone
 from tests.server_process import ServerProcess
 from tests.test_bad_input import RawConnection
+from tests.txn_harness import JVM_OPTIONS, build_harness, observations
 from wire.pulsar_api_pb2 import BaseCommand, ServerError
 
 T = BaseCommand
@@ -694,3 +695,25 @@ def test_deleted_topics_lose_their_grants(run: Run) -> Outcome:
     _, policies = setup.admin(SUPER_USER, "GET", "/admin/v2/namespaces/{t}/ns")
     outcome["topic grants"] = setup.untenanted(_sorted(policies["auth_policies"]["destination_auth"]))
     return outcome
+
+
+@scenario
+def test_java_transactions_by_role(run: Run) -> Outcome:
+    """The official Java client (tests/java AuthorizationScenarios): a role that may produce and consume commits a
+    transactional send and a transactional acknowledgement; a role that may only consume opens a transaction but may
+    not produce; a role without grants cannot even start a transactional client (it may not look the coordinators
+    up). Both transactional roles have a grant on ``pulsar/system``, where the coordinators' topic lives."""
+    setup = Setup(run)
+    grants = [
+        ("/admin/v2/namespaces/{t}/ns/permissions/txn-writer", ["produce", "consume"]),
+        ("/admin/v2/persistent/{t}/ns/top/permissions/txn-reader", ["consume"]),
+        ("/admin/v2/namespaces/pulsar/system/permissions/txn-writer", ["consume"]),
+        ("/admin/v2/namespaces/pulsar/system/permissions/txn-reader", ["consume"]),
+    ]
+    statuses = [setup.admin(SUPER_USER, "POST", path, body)[0] for path, body in grants]
+    tokens = [token(role) for role in ("txn-writer", "txn-reader", "stranger")]
+    command = [
+        "java", *JVM_OPTIONS, "-cp", build_harness(), "dev.pulsartxnproxy.AuthorizationScenarios",
+        run.target.service_url, setup.topic, *tokens,
+    ]  # fmt: skip
+    return {"grants": statuses, **observations(command, "AuthorizationScenarios", timeout=180)}
