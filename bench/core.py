@@ -23,13 +23,16 @@ from tests.server_process import ServerProcess
 PAYLOAD = b"x" * 100
 
 
-def _client(url: str) -> pulsar.Client:
-    return pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error), operation_timeout_seconds=30)
+def _client(url: str, **options: object) -> pulsar.Client:
+    return pulsar.Client(
+        url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error), operation_timeout_seconds=30, **options
+    )
 
 
-def produce(url: str, topic: str, count: int, batching: bool) -> float:
-    """Messages per second for ``count`` send_async calls with no callback, then flush."""
-    client = _client(url)
+def produce(url: str, topic: str, count: int, batching: bool, **client_options: object) -> float:
+    """Messages per second for ``count`` send_async calls with no callback, then flush (``client_options``: more
+    options of the client, e.g. authentication and TLS)."""
+    client = _client(url, **client_options)
     producer = client.create_producer(
         topic,
         batching_enabled=batching,

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from engine.authorization import Authorization
 from engine.clock import Clock, now_ms
 from engine.coordinator import COORDINATOR_ASSIGN_TOPIC, Coordinators
 from engine.entry_cache import CacheBudget
@@ -50,6 +51,9 @@ class BrokerConfig:
     entry_cache_bytes: int = 128 * 1024 * 1024
     #: The largest message taken (Pulsar's ``maxMessageSize``): also bounds what a payload may decompress to.
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    #: Check roles' permissions (Pulsar's authorizationEnabled), and the roles that may do anything.
+    authorization_enabled: bool = False
+    super_user_roles: tuple[str, ...] = ()
 
 
 #: A commit that replies wait for and that holds at most this many entries and bytes counts as small (see
@@ -101,6 +105,9 @@ class Broker:
         self._commit_in_flight = False
         self.config = config or BrokerConfig()
         self.namespaces = Namespaces(store, self.config.cluster, BUILTIN_NAMESPACES)
+        self.authorization = Authorization(
+            self.namespaces, self.config.authorization_enabled, self.config.super_user_roles
+        )
         self.schemas = SchemaRegistry(
             store,
             lambda topic: self.namespaces.schema_strategy(TopicName.parse(topic)),
@@ -284,6 +291,7 @@ class Broker:
         self.stats.storage.forget(record.topic_id)
         if self.terminated.pop(name.full, None) is not None:
             self.store.put_metadata("terminated", name.full, None)
+        self.authorization.permissions.forget_topic(name)
         if name.partition_index < 0:
             self.namespaces.delete_topic_policies(name.full)
         self.topic_watches.changed(name.namespace_name)
@@ -292,11 +300,14 @@ class Broker:
         """Delete every partition of a partitioned topic, then its metadata."""
         partitions = self._partitioned.get(topic, 0)
         for index in range(partitions):
-            self.delete_topic(TopicName.parse(topic).partition(index).full)
+            partition = TopicName.parse(topic).partition(index)
+            self.delete_topic(partition.full)
+            self.authorization.permissions.forget_topic(partition)
         self._partitioned.pop(topic, None)
         self.store.set_partitioned_topic(topic, None)
         self.namespaces.delete_topic_policies(topic)
         self.topic_watches.changed(TopicName.parse(topic).namespace_name)
+        self.authorization.permissions.forget_topic(TopicName.parse(topic))
 
     def delete_schema(self, topic: str) -> None:
         """Drop every schema version of a (partitioned) topic."""

@@ -71,6 +71,8 @@ class TxnMeta:
     timed_out: bool = False
     #: COMMITTING/ABORTING without an end under way (see ``Coordinators._hold``).
     held: bool = False
+    #: The role that opened it (None: opened without authentication); only it or a super-user may use it.
+    owner: str | None = None
 
 
 @dataclass
@@ -158,8 +160,8 @@ class Coordinators:
 
     # -- requests -----------------------------------------------------------------------------
 
-    def new_txn(self, tc_id: int, timeout_ms: int, done: Done) -> None:
-        """Open a transaction; ``done(TxnId)`` once its id can never be handed out again.
+    def new_txn(self, tc_id: int, timeout_ms: int, done: Done, owner: str | None = None) -> None:
+        """Open a transaction for ``owner``; ``done(TxnId)`` once its id can never be handed out again.
 
         ``timeout_ms`` is a signed 64-bit value, as Pulsar reads the wire's field; below one tracker tick the
         transaction times out at once.
@@ -167,10 +169,13 @@ class Coordinators:
         coordinator = self.coordinator(tc_id)
         coordinator.sequence += 1
         txn = TxnId(tc_id, coordinator.sequence)
-        meta = TxnMeta(txn, TxnStatus.OPEN, now_ms(self.clock), timeout_ms)
+        meta = TxnMeta(txn, TxnStatus.OPEN, now_ms(self.clock), timeout_ms, owner=owner)
         coordinator.txns[txn.least] = meta
         coordinator.stats.created += 1
-        self._record(meta, {"op": "open", "opened_ms": meta.opened_ms, "timeout_ms": meta.timeout_ms})
+        record: dict[str, Any] = {"op": "open", "opened_ms": meta.opened_ms, "timeout_ms": meta.timeout_ms}
+        if owner is not None:
+            record["owner"] = owner
+        self._record(meta, record)
         if timeout_ms < TIMEOUT_TICK_MS:
             self._time_out(meta, TIMEOUT_TICK_MS)
         else:
@@ -345,7 +350,13 @@ class Coordinators:
             record = json.loads(text)
             meta = coordinator.txns.get(least)
             if record["op"] == "open":
-                meta = TxnMeta(TxnId(tc_id, least), TxnStatus.OPEN, record["opened_ms"], record["timeout_ms"])
+                meta = TxnMeta(
+                    TxnId(tc_id, least),
+                    TxnStatus.OPEN,
+                    record["opened_ms"],
+                    record["timeout_ms"],
+                    owner=record.get("owner"),
+                )
                 coordinator.txns[least] = meta
             elif meta is None:
                 continue

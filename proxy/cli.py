@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 import time
+from typing import Any
 
 from proxy.config import FIELDS, Settings, SettingsError, data_path, load
 from proxy.data_lock import DataDirInUseError, lock_data_dir
@@ -90,6 +91,17 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--internal-listener-name", help="the listener lookups naming none get (default: the first advertised)"
     )
+    _security_options(serve)
+    serve.add_argument(
+        "--authorization-enabled",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="check each role's permissions on the Pulsar protocol and the admin API (default off)",
+    )
+    serve.add_argument("--super-user-roles", help="comma list of the roles that may do anything")
+    serve.add_argument(
+        "--anonymous-user-role", help="role of a client without credentials while authentication is enabled"
+    )
     demo = commands.add_parser(
         "demo",
         help="run the Spark pipeline example end to end",
@@ -103,6 +115,45 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _security_options(serve: argparse.ArgumentParser) -> None:
+    """TLS and authentication (issue 21), named after broker.conf's settings."""
+    group = serve.add_argument_group("TLS and authentication")
+    group.add_argument("--tls-port", type=int, help="Pulsar protocol over TLS, pulsar+ssl:// (default: none)")
+    group.add_argument("--admin-tls-port", type=int, help="admin API over https (default: none)")
+    group.add_argument("--tls-cert-file", help="PEM certificate (chain) of this server")
+    group.add_argument("--tls-key-file", help="PEM private key of this server")
+    group.add_argument("--tls-trust-certs-file", help="PEM CA certificates client certificates must chain to")
+    group.add_argument(
+        "--tls-require-trusted-client-cert",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="refuse TLS clients without a trusted certificate (default off)",
+    )
+    group.add_argument(
+        "--authentication-enabled",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="authenticate every connection and admin request (default off)",
+    )
+    group.add_argument("--authentication-providers", help="comma list of token, basic, tls")
+    group.add_argument("--token-secret-key", help="HMAC key of tokens: path, file://, data:;base64, or env:NAME")
+    group.add_argument("--token-public-key", help="public key of tokens (RS/ES): path, file://, data: or env:NAME")
+    group.add_argument("--token-public-alg", help="algorithm of --token-public-key (default RS256)")
+    group.add_argument("--token-auth-claim", help="token claim naming the role (default sub)")
+    group.add_argument("--basic-auth-conf", help="user:hash lines (crypt or $apr1$): path, file: or data: URL")
+    group.add_argument(
+        "--authentication-refresh-check-seconds",
+        type=int,
+        help="seconds between checks for expired credentials on a connection (default 60)",
+    )
+    group.add_argument(
+        "--authenticate-metrics-endpoint",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="GET /metrics needs credentials too (default off)",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script."""
     started = time.monotonic()
@@ -114,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     cli = {k: v for k, v in vars(args).items() if k in FIELDS}
     try:
         settings = load(cli, args.config)
+        authenticator, tls_options = _security(settings)
     except SettingsError as exc:
         print(f"pulsar-txn-proxy: {exc}", file=sys.stderr)
         return 2
@@ -125,15 +177,40 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lock = lock_data_dir(data_path(settings))
         pulsar_socket = bind(settings.host, settings.port, settings.listen_backlog)
+        tls_socket = None
+        if settings.tls_port is not None:
+            tls_socket = bind(settings.host, settings.tls_port, settings.listen_backlog)
     except (DataDirInUseError, ListenError) as exc:
         print(f"pulsar-txn-proxy: {exc}", file=sys.stderr)
         return 1
     from proxy.run import serve
 
     try:
-        return serve(settings, started, pulsar_socket)
+        return serve(
+            settings,
+            started,
+            pulsar_socket,
+            tls_socket=tls_socket,
+            tls_options=tls_options,
+            authenticator=authenticator,
+        )
     finally:
         lock.close()
+
+
+def _security(settings: Settings) -> tuple[Any, Any]:
+    """The authenticator (None when authentication is disabled) and TLS options (None without a TLS port) the
+    settings ask for; SettingsError if a file or key they name cannot be used."""
+    authenticator = tls_options = None
+    if settings.authentication_enabled:
+        from proxy.authentication import Authenticator
+
+        authenticator = Authenticator(settings)
+    from proxy.tls import server_options, tls_wanted
+
+    if tls_wanted(settings):
+        tls_options = server_options(settings)
+    return authenticator, tls_options
 
 
 if __name__ == "__main__":

@@ -67,6 +67,43 @@ class Settings:
     advertised_listeners: str | None = None
     #: The listener whose addresses answer lookups that name none (Pulsar's internalListenerName; default: the first).
     internal_listener_name: str | None = None
+    # -- TLS and authentication (issue 21), named after broker.conf's settings -----------------------------------
+    #: Pulsar protocol over TLS (brokerServicePortTls, ``pulsar+ssl://``) and admin API over https
+    #: (webServicePortTls); unset: no TLS listener. The plain ports stay open beside them, as in Pulsar.
+    tls_port: int | None = None
+    admin_tls_port: int | None = None
+    #: PEM files: this server's certificate (chain) and key, and the CAs client certificates are checked against.
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_trust_certs_file: str | None = None
+    #: Refuse a TLS client without a certificate signed by a trusted CA (tlsRequireTrustedClientCertOnConnect).
+    tls_require_trusted_client_cert: bool = False
+    #: Authenticate every connection and admin request (authenticationEnabled) with these providers, a comma
+    #: list of ``token``, ``basic`` and ``tls`` (authenticationProviders).
+    authentication_enabled: bool = False
+    authentication_providers: str = ""
+    #: Token validation key: the HMAC secret (tokenSecretKey) or the public key (tokenPublicKey, algorithm
+    #: tokenPublicAlg): a file path, ``file://`` URL, ``data:;base64,`` URL or ``env:VARIABLE``.
+    token_secret_key: str | None = None
+    token_public_key: str | None = None
+    token_public_alg: str = "RS256"
+    #: The claim naming a token's role (tokenAuthClaim).
+    token_auth_claim: str = "sub"
+    #: ``user:hash`` lines (crypt or ``$apr1$``), as a path, ``file:`` or ``data:`` URL (basicAuthConf).
+    basic_auth_conf: str | None = None
+    #: Seconds between checks of a connection's credentials for expiry, when AUTH_CHALLENGE asks the client for
+    #: fresh ones (authenticationRefreshCheckSeconds).
+    authentication_refresh_check_seconds: int = 60
+    #: Whether GET /metrics needs credentials too (authenticateMetricsEndpoint).
+    authenticate_metrics_endpoint: bool = False
+    # -- authorization (issue 21), named after broker.conf's settings -------------------------------------------
+    #: Check each role's permissions on the Pulsar protocol and the admin API (authorizationEnabled).
+    authorization_enabled: bool = False
+    #: Comma list of the roles that may do anything (superUserRoles).
+    super_user_roles: str = ""
+    #: The role of a client that presents no credentials while authentication is enabled (anonymousUserRole);
+    #: unset, such a client is refused.
+    anonymous_user_role: str | None = None
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
@@ -77,7 +114,7 @@ class SettingsError(ValueError):
 
 
 def _convert(name: str, value: Any) -> Any:
-    kind = FIELDS[name].type
+    kind = FIELDS[name].type.removesuffix(" | None")
     if isinstance(value, str):
         if kind == "int":
             try:
@@ -135,7 +172,13 @@ def load(cli: Mapping[str, Any], config_file: str | None, environ: Mapping[str, 
     settings = Settings(**values)
     if settings.log_level.upper() not in LOG_LEVELS:
         raise SettingsError(f"log_level: expected one of {', '.join(LOG_LEVELS)}, got {settings.log_level!r}")
-    for name in ("listen_backlog", "keep_alive_interval_seconds", "handshake_timeout_seconds", "frame_timeout_seconds"):
+    for name in (
+        "listen_backlog",
+        "keep_alive_interval_seconds",
+        "handshake_timeout_seconds",
+        "frame_timeout_seconds",
+        "authentication_refresh_check_seconds",
+    ):
         if getattr(settings, name) < 1:
             raise SettingsError(f"{name}: expected a positive integer, got {getattr(settings, name)}")
     if not 1 <= settings.max_message_size <= MAX_MESSAGE_SIZE_LIMIT:
@@ -150,6 +193,11 @@ def load(cli: Mapping[str, Any], config_file: str | None, environ: Mapping[str, 
         except ListenerConfigError as exc:
             raise SettingsError(f"advertised_listeners: {exc}") from None
     return settings
+
+
+def super_user_roles(settings: Settings) -> tuple[str, ...]:
+    """The roles of ``super-user-roles``, as Pulsar splits its comma list (blanks dropped)."""
+    return tuple(role.strip() for role in settings.super_user_roles.split(",") if role.strip())
 
 
 def data_path(settings: Settings) -> Path:

@@ -1,7 +1,9 @@
 """One client connection: the handshake state machine and the routing of commands into the engine.
 
 States: ``AWAITING_CONNECT`` (only CONNECT is valid) -> ``CONNECTED`` -> ``CLOSED``. A frame that
-breaks the protocol closes this connection alone, with the reason logged.
+breaks the protocol closes this connection alone, with the reason logged. With authentication enabled, CONNECT
+must carry credentials a provider accepts (else ERROR AuthenticationError and close, as Pulsar), and credentials
+that expire are refreshed on the live connection with AUTH_CHALLENGE / AUTH_RESPONSE.
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ from twisted.internet.interfaces import IDelayedCall
 from twisted.internet.task import LoopingCall
 from twisted.python.failure import Failure
 
+from engine.authorization import TenantNotFoundError
 from engine.cursor import mask_to_words, words_to_mask
 from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.subscription import Consumer, Delivery, SubType
 from engine.topic import DUPLICATE, AccessMode, Producer
+from proxy.authentication import AuthenticationError
+from proxy.tls import verified_peer_certificate
 from proxy.topic_lists import TopicListCommands
 from proxy.transactions import TransactionCommands, transactional_ack
 from wire.commands import NO_ID, ReceiptEncoder, frame, make, payload_of, type_name
@@ -57,6 +62,12 @@ CLOSE_GRACE_SECONDS = 5.0
 #: ``maxPendingPublishRequestsPerConnection``); reading resumes below half of it.
 MAX_PENDING_SENDS = 1000
 _SCHEMA_VERSION = struct.Struct(">q")
+#: What Pulsar answers a PRODUCER or SUBSCRIBE whose check needs a tenant that does not exist (its exception's text).
+_MISSING_TENANT = (ServerError.AuthorizationError, "org.apache.pulsar.common.util.RestException: HTTP 404 Not Found")
+#: What Pulsar answers to refused credentials, whatever the reason (the reason is only logged).
+AUTHENTICATION_FAILED = "Failed to authenticate"
+#: The challenge that asks a client for fresh credentials (Pulsar's ``AuthData.REFRESH_AUTH_DATA``).
+REFRESH_AUTH_DATA = b"PulsarAuthRefresh"
 #: Commands only a server sends: receiving one is a protocol violation.
 _SERVER_ONLY = frozenset(
     {
@@ -107,6 +118,15 @@ class PulsarConnection(protocol.Protocol):
 
     def __init__(self, service: BrokerService) -> None:
         self.service = service
+        #: The role CONNECT authenticated (None while authentication is disabled), its method and when its
+        #: credentials expire (epoch seconds; None: never).
+        self.role: str | None = None
+        self.auth_method = ""
+        self._auth_expires_at: float | None = None
+        self._auth_refresh: LoopingCall | None = None
+        #: An AUTH_CHALLENGE is unanswered; still unanswered at the next check, the connection closes.
+        self._auth_challenge_pending = False
+        self._supports_auth_refresh = False
         self.broker = service.broker
         self.state = State.AWAITING_CONNECT
         self.decoder = FrameDecoder(self.broker.config.max_message_size)
@@ -131,8 +151,9 @@ class PulsarConnection(protocol.Protocol):
         self._reading_paused = False
         #: Frames written during this reactor turn, sent together at its end (one ``send`` per turn).
         self._outbox: list[bytes] = []
-        #: Whether a read is being handled: what it writes is sent when it ends, with no end-of-turn flush.
-        self._reading = False
+        #: Reads being handled (nested: the TLS port wraps the records of one network read in one read, see
+        #: begin_read): what they write is sent when the outermost ends, with no end-of-turn flush.
+        self._reads = 0
         #: False while the transport holds more unsent bytes than its buffer size (the peer does not read): no
         #: messages are dispatched to this connection's consumers meanwhile (see pauseProducing).
         self.writable = True
@@ -156,7 +177,7 @@ class PulsarConnection(protocol.Protocol):
             T.GET_SCHEMA: self._on_get_schema,
             T.GET_OR_CREATE_SCHEMA: self._on_get_or_create_schema,
             T.CONSUMER_STATS: self._on_consumer_stats,
-            T.AUTH_RESPONSE: lambda c, b: None,
+            T.AUTH_RESPONSE: self._on_auth_response,
         }
         TransactionCommands(self).register(self._handlers)
         self.topic_lists = TopicListCommands(self)
@@ -184,14 +205,25 @@ class PulsarConnection(protocol.Protocol):
         if self.state is State.CLOSED:
             return
         self._heard_since_ping = True
-        self._reading = True
+        self._reads += 1
         try:
             completed = self._handle_frames(data)
         finally:
-            self._reading = False
+            self._reads -= 1
         # The answers to this read go out now, not after the reads of every other connection in this turn.
-        self.flush()
+        if not self._reads:
+            self.flush()
         self._watch_unfinished_frame(completed)
+
+    def begin_read(self) -> None:
+        """Hold what the reads until :meth:`end_read` write: they go out together then."""
+        self._reads += 1
+
+    def end_read(self) -> None:
+        """End what :meth:`begin_read` began; the outermost end sends what was written."""
+        self._reads -= 1
+        if not self._reads:
+            self.flush()
 
     def _watch_unfinished_frame(self, completed: bool) -> None:
         """Time a frame that has begun to arrive: a peer that never finishes it is dropped (slow loris).
@@ -245,8 +277,9 @@ class PulsarConnection(protocol.Protocol):
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:  # noqa: N802
         self.state = State.CLOSED
         self.service.connections.discard(self)
-        if self._keepalive is not None and self._keepalive.running:
-            self._keepalive.stop()
+        for loop in (self._keepalive, self._auth_refresh):
+            if loop is not None and loop.running:
+                loop.stop()
         for timer in (self._handshake_timer, self._frame_timer):
             if timer is not None and timer.active():
                 timer.cancel()
@@ -302,7 +335,7 @@ class PulsarConnection(protocol.Protocol):
         """Send bytes unless the connection is closed: after the read being handled, else at the end of this turn."""
         if self.state is State.CLOSED:
             return
-        if not self._outbox and not self._reading:
+        if not self._outbox and not self._reads:
             self.service.flush_later(self)
         self._outbox.append(data)
 
@@ -357,7 +390,18 @@ class PulsarConnection(protocol.Protocol):
     def _on_connect(self, command: BaseCommand) -> None:
         connect = command.connect
         self.client_version = connect.client_version
-        if connect.auth_method_name not in ("", "none"):
+        authenticator = self.service.authenticator
+        if authenticator is not None and authenticator.enabled:
+            self.auth_method = connect.auth_method_name or "none"
+            self._supports_auth_refresh = connect.feature_flags.supports_auth_refresh
+            try:
+                identity = authenticator.identify(self.auth_method, connect.auth_data, self.peer_certificate())
+            except AuthenticationError as exc:
+                self._authentication_failed("connect", exc)
+                return
+            self.role = identity.role
+            self._watch_expiry(identity.expires_at)
+        elif connect.auth_method_name not in ("", "none"):
             log.info("[%s] auth method %r ignored: authentication is off", self.peer, connect.auth_method_name)
         self.state = State.CONNECTED
         if self._handshake_timer is not None:
@@ -373,12 +417,89 @@ class PulsarConnection(protocol.Protocol):
             feature_flags={"supports_topic_watchers": True},
         )
 
+    def peer_certificate(self) -> object | None:
+        """The client certificate the TLS handshake verified (a pyOpenSSL X509), None on a plain connection."""
+        return verified_peer_certificate(self.transport)
+
+    def _authentication_failed(self, stage: str, exc: AuthenticationError) -> None:
+        """Answer as Pulsar does (one ERROR with request id -1 and a fixed message) and close; log the reason."""
+        log.info("[%s] authentication failed on %s (method %s): %s", self.peer, stage, self.auth_method, exc.message)
+        self.send(T.ERROR, request_id=NO_ID, error=ServerError.AuthenticationError, message=AUTHENTICATION_FAILED)
+        self.close(f"authentication failed: {exc.message}")
+
+    def _watch_expiry(self, expires_at: float | None) -> None:
+        """Check credentials that expire every authentication-refresh-check-seconds (as Pulsar's broker)."""
+        self._auth_expires_at = expires_at
+        if expires_at is None or self._auth_refresh is not None:
+            return
+        self._auth_refresh = LoopingCall(self._check_credentials)
+        self._auth_refresh.clock = self.service.reactor
+        self._auth_refresh.start(self.service.authentication_refresh_check_seconds, now=False)
+
+    def _check_credentials(self) -> None:
+        """Expired credentials: ask the client for fresh ones once; close if it cannot or did not answer."""
+        expires_at = self._auth_expires_at
+        if self.state is not State.CONNECTED or expires_at is None or expires_at >= self.service.clock():
+            return
+        if self._auth_challenge_pending:
+            self.close("the client did not answer AUTH_CHALLENGE with fresh credentials in time")
+        elif not self._supports_auth_refresh:
+            self.close("credentials expired and the client does not support refreshing them")
+        else:
+            self._auth_challenge_pending = True
+            # As Pulsar's: the challenge and the protocol version, no server version.
+            self.send(
+                T.AUTH_CHALLENGE,
+                challenge={"auth_method_name": self.auth_method, "auth_data": REFRESH_AUTH_DATA},
+                protocol_version=self.protocol_version,
+            )
+
+    def _on_auth_response(self, command: BaseCommand, body: bytes | None) -> None:
+        authenticator = self.service.authenticator
+        if authenticator is None or not authenticator.enabled:
+            return
+        response = command.authResponse.response
+        try:
+            identity = authenticator.identify(self.auth_method, response.auth_data, self.peer_certificate())
+        except AuthenticationError as exc:
+            self._authentication_failed("auth response", exc)
+            return
+        if identity.role != self.role:
+            self.close(f"the role cannot change on a credentials refresh: {self.role} -> {identity.role}")
+            return
+        self._auth_challenge_pending = False
+        self._watch_expiry(identity.expires_at)
+
     def _on_ping(self, command: BaseCommand, body: bytes | None) -> None:
         self.send(T.PONG)
+
+    # -- authorization ------------------------------------------------------------------------
+
+    def authorize(
+        self,
+        name: TopicName,
+        operation: str,
+        refused: str,
+        subscription: str | None = None,
+        missing_tenant: tuple[int, str] = _MISSING_TENANT,
+    ) -> None:
+        """Raise AuthorizationError with Pulsar's ``refused`` text unless this connection's role may do the topic
+        operation (it always may with authorization off); a tenant that does not exist fails the check with
+        ``missing_tenant`` (code, message), as each of Pulsar's commands reports it."""
+        try:
+            allowed = self.broker.authorization.allow_topic_operation(name, self.role, operation, subscription)
+        except TenantNotFoundError:
+            raise BrokerError(*missing_tenant) from None
+        if not allowed:
+            raise BrokerError(ServerError.AuthorizationError, refused)
 
     def _on_partitioned_metadata(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.partitionMetadata
         try:
+            name = TopicName.parse(request.topic)
+            # As Pulsar: a tenant that is not there is reported as missing, not as a refusal.
+            missing = (ServerError.TopicNotFound, f"Tenant or namespace or topic does not exist: {name.namespace_name}")
+            self.authorize(name, "LOOKUP", "Client is not authorized to Get Partition Metadata", None, missing)
             partitions = self.service.partitioned_metadata(request.topic)
         except BrokerError as exc:
             self.send(
@@ -394,6 +515,9 @@ class PulsarConnection(protocol.Protocol):
     def _on_lookup(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.lookupTopic
         try:
+            name = TopicName.parse(request.topic)
+            missing = (ServerError.AuthorizationError, "Exception occurred while trying to authorize lookup")
+            self.authorize(name, "LOOKUP", "Client is not authorized to Lookup", None, missing)
             self.service.check_lookup(request.topic)
             url, url_tls = self.service.lookup_urls(request.advertised_listener_name, self.transport.getHost().host)
         except BrokerError as exc:
@@ -424,6 +548,11 @@ class PulsarConnection(protocol.Protocol):
             self._producer_success(existing, request.request_id, ready=True)
             return
         try:
+            name = TopicName.parse(request.topic)
+            self.authorize(name, "PRODUCE", "Client is not authorized to Produce")
+            if request.initial_subscription_name:
+                subscription = request.initial_subscription_name
+                self.authorize(name, "SUBSCRIBE", "Client is not authorized to Produce", subscription)
             topic = self.broker.client_topic(request.topic)
             schema_version = None
             if request.HasField("schema"):
@@ -530,6 +659,8 @@ class PulsarConnection(protocol.Protocol):
             self.send(T.SUCCESS, request_id=request.request_id)
             return
         try:
+            name = TopicName.parse(request.topic)
+            self.authorize(name, "CONSUME", "Client is not authorized to subscribe", request.subscription)
             consumer = self.service.subscribe(self, request)
         except BrokerError as exc:
             self.error(request.request_id, exc)

@@ -6,7 +6,7 @@ import gc
 import logging
 import socket
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.broker import Broker, BrokerConfig
 from engine.clock import SystemClock
@@ -14,11 +14,14 @@ from engine.namespaces import PolicyEnforcer
 from engine.store import Store
 from engine.txn_buffer import SnapshotPolicy
 from proxy.commits import ThreadedCommits
-from proxy.config import Settings, data_path
+from proxy.config import Settings, data_path, super_user_roles
 from proxy.connection import ConnectionTimeouts
 from proxy.listeners import Listeners
 from proxy.server import BrokerService, PulsarFactory
 from proxy.transport import adopt_eager
+
+if TYPE_CHECKING:
+    from proxy.authentication import Authenticator
 
 log = logging.getLogger("pulsar_txn_proxy")
 
@@ -28,8 +31,17 @@ log = logging.getLogger("pulsar_txn_proxy")
 GC_YOUNG_THRESHOLD = 50_000
 
 
-def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> int:
-    """Run until stopped, serving the Pulsar protocol on ``pulsar_socket`` (bound and listening); the exit code."""
+def serve(
+    settings: Settings,
+    started: float,
+    pulsar_socket: socket.socket,
+    *,
+    tls_socket: socket.socket | None = None,
+    tls_options: Any = None,
+    authenticator: Authenticator | None = None,
+) -> int:
+    """Run until stopped, serving the Pulsar protocol on ``pulsar_socket`` (bound and listening) and over TLS
+    (``tls_options``, see proxy.tls) on ``tls_socket``, authenticating with ``authenticator``; the exit code."""
     from proxy.reactor import install
 
     reactor = install()
@@ -44,7 +56,12 @@ def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> i
         txn_end_delay_ms=settings.txn_end_delay_ms,
         entry_cache_bytes=settings.managed_ledger_cache_size_mb * 1024 * 1024,
         max_message_size=settings.max_message_size,
+        authorization_enabled=settings.authorization_enabled,
+        super_user_roles=super_user_roles(settings),
     )
+    if settings.authorization_enabled and not settings.authentication_enabled:
+        # As in Pulsar: connections then have no role, and every command that is checked is refused.
+        log.warning("authorization is enabled without authentication: clients have no role and are refused")
     commits = ThreadedCommits(reactor)
     broker = Broker(store, SystemClock(reactor.callLater), config, commits)
     timeouts = ConnectionTimeouts(
@@ -55,19 +72,38 @@ def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> i
     listeners = None
     if settings.advertised_listeners:
         listeners = Listeners.parse(settings.advertised_listeners, settings.internal_listener_name)
-    service = BrokerService(broker, reactor, settings.advertised_address, settings.port, timeouts, listeners)
+    service = BrokerService(
+        broker,
+        reactor,
+        settings.advertised_address,
+        settings.port,
+        timeouts,
+        listeners,
+        authenticator=authenticator,
+        authentication_refresh_check_seconds=settings.authentication_refresh_check_seconds,
+    )
     commits.after_completions = service.flush_written
     listener = adopt_eager(reactor, pulsar_socket, PulsarFactory(service))
     service.port = listener.getHost().port
+    listeners = [listener]
+    if tls_socket is not None:
+        from proxy.tls import wrap
+
+        tls_listener = adopt_eager(reactor, tls_socket, wrap(PulsarFactory(service), tls_options))
+        service.tls_port = tls_listener.getHost().port
+        listeners.append(tls_listener)
     # The admin API's web stack takes a while to import: bring it up once the Pulsar port is served.
     admin: list[Any] = []
-    reactor.callWhenRunning(lambda: admin.extend(filter(None, [_listen_admin(reactor, settings, broker, service)])))
+    reactor.callWhenRunning(
+        lambda: admin.extend(_listen_admin(reactor, settings, broker, service, authenticator, tls_options))
+    )
     policies = PolicyEnforcer(broker, settings.policy_check_interval_seconds)
     policies.start()
 
     def shutdown() -> None:
         log.info("shutting down: %d connections", len(service.connections))
-        listener.stopListening()
+        for port in listeners:
+            port.stopListening()
         policies.stop()
         for port in admin:
             port.stopListening()
@@ -80,9 +116,10 @@ def serve(settings: Settings, started: float, pulsar_socket: socket.socket) -> i
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     log.info(
-        "serving pulsar://%s:%d, data in %s, started in %.0f ms",
+        "serving pulsar://%s:%d%s, data in %s, started in %.0f ms",
         settings.host,
         service.port,
+        "" if service.tls_port is None else f" and pulsar+ssl://{settings.host}:{service.tls_port}",
         settings.data_dir,
         (time.monotonic() - started) * 1000,
     )
@@ -100,21 +137,42 @@ def _log_twisted_to_logging() -> None:
     globalLogBeginner.beginLoggingTo([STDLibLogObserver(name="twisted")], redirectStandardIO=False)
 
 
-def _listen_admin(reactor: Any, settings: Settings, broker: Broker, service: BrokerService) -> Any:
-    """Serve the admin API on its port; if the port is taken, log it and go on without (the Pulsar port works)."""
+def _listen_admin(
+    reactor: Any,
+    settings: Settings,
+    broker: Broker,
+    service: BrokerService,
+    authenticator: Authenticator | None,
+    tls_options: Any,
+) -> list[Any]:
+    """Serve the admin API on its port (and https port); a port that is taken is logged and left out (the Pulsar
+    port works)."""
     from twisted.internet.error import CannotListenError
 
     from proxy.admin import admin_site
 
+    site = admin_site(
+        broker,
+        service,
+        settings.admin_port,
+        authenticator,
+        settings.authenticate_metrics_endpoint,
+        settings.admin_tls_port,
+    )
+    ports = []
     try:
-        port = reactor.listenTCP(
-            settings.admin_port,
-            admin_site(broker, service, settings.admin_port),
-            backlog=settings.listen_backlog,
-            interface=settings.host,
-        )
+        port = reactor.listenTCP(settings.admin_port, site, backlog=settings.listen_backlog, interface=settings.host)
+        log.info("admin API on http://%s:%d", settings.host, port.getHost().port)
+        ports.append(port)
     except CannotListenError as exc:
         log.error("admin API disabled: cannot listen on port %d: %s", settings.admin_port, exc.socketError)
-        return None
-    log.info("admin API on http://%s:%d", settings.host, port.getHost().port)
-    return port
+    if settings.admin_tls_port is not None:
+        try:
+            port = reactor.listenSSL(
+                settings.admin_tls_port, site, tls_options, backlog=settings.listen_backlog, interface=settings.host
+            )
+            log.info("admin API on https://%s:%d", settings.host, port.getHost().port)
+            ports.append(port)
+        except CannotListenError as exc:
+            log.error("admin https disabled: cannot listen on port %d: %s", settings.admin_tls_port, exc.socketError)
+    return ports

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,7 @@ from wire.pulsar_api_pb2 import CommandSeek, CommandSend, CommandSubscribe, Sche
 
 if TYPE_CHECKING:
     from engine.topic import Producer
+    from proxy.authentication import Authenticator
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,9 @@ class BrokerService:
         port: int,
         timeouts: ConnectionTimeouts,
         listeners: Listeners | None = None,
+        *,
+        authenticator: Authenticator | None = None,
+        authentication_refresh_check_seconds: float = 60.0,
     ) -> None:
         self.broker = broker
         self.timeouts = timeouts
@@ -52,6 +58,13 @@ class BrokerService:
         #: Named addresses lookups may ask for (None: no listener is advertised, and a lookup naming one fails).
         self.listeners = listeners
         self.port = port
+        #: The TLS port (``pulsar+ssl://``), once it listens: lookups name it beside the plain URL, as Pulsar's.
+        self.tls_port: int | None = None
+        #: Checks the credentials of CONNECT (None or disabled: anyone may connect), and every this many seconds
+        #: whether they expired (against ``clock``, epoch seconds, as token expiry times are).
+        self.authenticator = authenticator
+        self.authentication_refresh_check_seconds = authentication_refresh_check_seconds
+        self.clock: Callable[[], float] = time.time
         self.server_version = f"pulsar-txn-proxy {VERSION}"
         self.connections: set[PulsarConnection] = set()
         #: Connections with frames written during this turn of the reactor, flushed together at its end.
@@ -81,10 +94,13 @@ class BrokerService:
             if listener is None:
                 raise unknown_listener(listener_name)
             return listener.service_url, listener.service_url_tls
+        host = self.advertised_address or reached_host
         tls = listeners.broker_url_tls if listeners is not None else None
+        if tls is None and self.tls_port is not None:
+            tls = f"pulsar+ssl://{host}:{self.tls_port}"
         if listeners is not None and listeners.internal.service_url:
             return listeners.internal.service_url, tls
-        return f"pulsar://{self.advertised_address or reached_host}:{self.port}", tls
+        return f"pulsar://{host}:{self.port}", tls
 
     def partitioned_metadata(self, topic: str) -> int:
         """Partition count answered to PARTITIONED_METADATA."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from engine.authorization import TenantNotFoundError
 from engine.names import valid_namespace
 from engine.topic_list import MAX_PATTERN_LENGTH, PatternError, TopicListWatch, TopicsPattern, topics_hash
 from wire.framing import ProtocolError
@@ -50,9 +51,28 @@ class TopicListCommands:
             self.broker.topic_watches.unwatch(watch)
         self.watches.clear()
 
+    def _refused(self, namespace: str, request_id: int, refused: str, missing_tenant: str) -> bool:
+        """Whether this connection's role may not list ``namespace`` (Pulsar's GET_TOPICS namespace operation); if so
+        the request is answered with AuthorizationError and Pulsar's text (``missing_tenant`` when the tenant is not
+        there)."""
+        try:
+            allowed = self.broker.authorization.allow_namespace_operation(namespace, self.connection.role, "GET_TOPICS")
+        except TenantNotFoundError:
+            allowed, refused = False, missing_tenant
+        if not allowed:
+            self._error(request_id, ServerError.AuthorizationError, refused)
+        return not allowed
+
     def _on_get_topics_of_namespace(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.getTopicsOfNamespace
         _check_namespace(request.namespace)
+        if self._refused(
+            request.namespace,
+            request.request_id,
+            "Client is not authorized to GetTopicsOfNamespace",
+            "Exception occurred while trying to authorize GetTopicsOfNamespace",
+        ):
+            return
         topics = []
         if request.mode != CommandGetTopicsOfNamespace.NON_PERSISTENT:
             topics += self.broker.topics_of_namespace(request.namespace)
@@ -86,6 +106,13 @@ class TopicListCommands:
     def _on_watch(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.watchTopicList
         _check_namespace(request.namespace)
+        if self._refused(
+            request.namespace,
+            request.request_id,
+            "Proxy Client is not authorized to watchTopicList",
+            "Exception occurred while trying to handle command WatchTopicList",
+        ):
+            return
         try:
             pattern = TopicsPattern(request.topics_pattern)
         except PatternError as exc:

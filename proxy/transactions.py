@@ -86,6 +86,30 @@ class TransactionCommands:
         except BrokerError as exc:
             self._reply(kind, request, txn, exc)
 
+    def _require_owner(self, txn: TxnId) -> None:
+        """Refuse a role that neither opened ``txn`` nor is a super-user, as Pulsar's ``verifyTxnOwnership`` (a
+        transaction opened without authentication may be used by anyone; an unknown one fails later, as not found)."""
+        meta = self.coordinators.live(txn)
+        role = self.connection.role
+        if meta is None or meta.owner is None or meta.owner == role:
+            return
+        authorization = self.broker.authorization
+        if authorization.enabled and authorization.is_super_user(role):
+            return
+        message = f"Client ({role}) is neither the owner of the transaction {txn} nor a super user"
+        raise BrokerError(ServerError.TransactionNotFound, message)
+
+    def _require_super_user(self, txn: TxnId) -> None:
+        """Refuse a role that is not a super-user the commands Pulsar reserves for its coordinators (when roles are
+        authenticated and authorization is on)."""
+        role = self.connection.role
+        authorization = self.broker.authorization
+        if role is not None and authorization.enabled and not authorization.is_super_user(role):
+            raise BrokerError(
+                ServerError.TransactionNotFound,
+                f"TC client ({role}) is not a super user, and is not allowed to operate on transaction {txn}",
+            )
+
     # -- coordinator requests -----------------------------------------------------------------
 
     def _on_tc_connect(self, command: BaseCommand, body: bytes | None) -> None:
@@ -124,7 +148,7 @@ class TransactionCommands:
 
         try:
             self._require_connected(request.tc_id)
-            self.coordinators.new_txn(request.tc_id, ttl_ms(request), done)
+            self.coordinators.new_txn(request.tc_id, ttl_ms(request), done, self.connection.role)
         except BrokerError as exc:
             refuse(exc)
 
@@ -134,6 +158,7 @@ class TransactionCommands:
 
         def action(done: Callable[[Any], None]) -> None:
             self._require_connected(txn.most)
+            self._require_owner(txn)
             partitions = [TopicName.parse(p).full for p in request.partitions]
             self.coordinators.add_partitions(txn, partitions, done)
 
@@ -145,6 +170,7 @@ class TransactionCommands:
 
         def action(done: Callable[[Any], None]) -> None:
             self._require_connected(txn.most)
+            self._require_owner(txn)
             subscriptions = [(TopicName.parse(s.topic).full, s.subscription) for s in request.subscription]
             self.coordinators.add_subscriptions(txn, subscriptions, done)
 
@@ -156,6 +182,7 @@ class TransactionCommands:
 
         def action(done: Callable[[Any], None]) -> None:
             self._require_connected(txn.most)
+            self._require_owner(txn)
             self.coordinators.end(txn, TxnAction(request.txn_action), done)
 
         self._run(T.END_TXN_RESPONSE, request, txn, action)
@@ -169,6 +196,7 @@ class TransactionCommands:
         def action(done: Callable[[Any], None]) -> None:
             topic = self.broker.existing_topic(request.topic)
             if topic is not None:
+                self._require_super_user(txn)
                 topic.txn_buffer.end(txn, TxnAction(request.txn_action), request.txnid_least_bits_of_low_watermark)
             self.broker.after_commit(done, None)
 
@@ -182,6 +210,10 @@ class TransactionCommands:
             topic = self.broker.existing_topic(request.subscription.topic)
             subscription = topic.subscriptions.get(request.subscription.subscription) if topic else None
             if subscription is not None:
+                try:
+                    self._require_super_user(txn)
+                except BrokerError as exc:
+                    raise BrokerError(exc.code, f"Handle end txn on subscription failed: {exc.message}") from None
                 subscription.pending_ack.end(txn, TxnAction(request.txn_action))
             self.broker.after_commit(done, None)
 

@@ -13,12 +13,14 @@ import contextlib
 import re
 import select
 import socket
+import ssl
 import struct
 import time
 from collections import deque
 from typing import Any
 from urllib.parse import urlparse
 
+from spark.security import Security
 from wire.commands import make, payload_of
 from wire.framing import FrameDecoder, encode_command, encode_payload_command
 from wire.pulsar_api_pb2 import BaseCommand, CommandGetTopicsOfNamespace, ServerError
@@ -142,9 +144,14 @@ def namespace_of(topic: str) -> str:
 
 def _address(url: str) -> tuple[str, int]:
     parsed = urlparse(url)
-    if parsed.scheme not in ("pulsar", "") or not parsed.hostname:
-        raise ValueError(f"unsupported service URL {url!r} (pulsar://host:port expected)")
-    return parsed.hostname, parsed.port or 6650
+    if parsed.scheme not in ("pulsar", "pulsar+ssl", "") or not parsed.hostname:
+        raise ValueError(f"unsupported service URL {url!r} (pulsar://host:port or pulsar+ssl://host:port expected)")
+    return parsed.hostname, parsed.port or (6651 if parsed.scheme == "pulsar+ssl" else 6650)
+
+
+def is_tls(url: str) -> bool:
+    """Whether ``url`` is a ``pulsar+ssl://`` one."""
+    return url.startswith("pulsar+ssl://")
 
 
 # -- one connection -------------------------------------------------------------------------------
@@ -157,8 +164,10 @@ class Connection:
     producer, server-initiated closes; PINGs are answered on the spot.
     """
 
-    def __init__(self, url: str, timeout: float = DEFAULT_OPERATION_TIMEOUT) -> None:
+    def __init__(self, url: str, timeout: float = DEFAULT_OPERATION_TIMEOUT, security: Security | None = None) -> None:
         self.url = url
+        #: Credentials (sent with CONNECT and again on AUTH_CHALLENGE) and TLS options; None: none.
+        self.security = security or Security()
         self.timeout = timeout
         self.closed = False
         self._decoder = FrameDecoder()
@@ -175,11 +184,18 @@ class Connection:
             raise ConnectionLostError(f"cannot connect to {url}: {exc}") from None
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+        if is_tls(url):
+            try:
+                self._sock = self.security.ssl_context().wrap_socket(self._sock, server_hostname=host)
+            except (OSError, ssl.SSLError) as exc:
+                self._sock.close()
+                raise ConnectionLostError(f"TLS handshake with {url} failed: {exc}") from None
         self.send_command(
             make(
                 T.CONNECT,
                 client_version=CLIENT_VERSION,
-                auth_method_name="none",
+                auth_method_name=self.security.auth_method,
+                **({"auth_data": data} if (data := self.security.data()) else {}),
                 protocol_version=PROTOCOL_VERSION,
                 feature_flags={"supports_auth_refresh": True},
             )
@@ -232,7 +248,9 @@ class Connection:
             raise ConnectionLostError(f"connection to {self.url} is closed")
         wait = 0.0 if deadline is None else max(0.0, deadline - time.monotonic())
         try:
-            ready, _, _ = select.select([self._sock], [], [], wait)
+            # Decrypted bytes a TLS socket holds already are invisible to select.
+            pending = isinstance(self._sock, ssl.SSLSocket) and self._sock.pending()
+            ready, _, _ = ([self._sock], None, None) if pending else select.select([self._sock], [], [], wait)
             if not ready:
                 return []
             data = self._sock.recv(1 << 20)
@@ -265,6 +283,14 @@ class Connection:
             self.closed_consumers.add(command.close_consumer.consumer_id)
         elif kind == T.CLOSE_PRODUCER:
             self.closed_producers.add(command.close_producer.producer_id)
+        elif kind == T.AUTH_CHALLENGE:
+            # The broker's credentials expired: answer with fresh ones (a token supplier is asked again).
+            response = {"auth_method_name": self.security.auth_method, "auth_data": self.security.data()}
+            self.send_command(
+                make(
+                    T.AUTH_RESPONSE, client_version=CLIENT_VERSION, response=response, protocol_version=PROTOCOL_VERSION
+                )
+            )
         else:
             payload = payload_of(command)
             if "request_id" in payload.DESCRIPTOR.fields_by_name and payload.HasField("request_id"):
@@ -344,10 +370,14 @@ class Client:
     Not thread-safe: use one per thread (or per Spark task).
     """
 
-    def __init__(self, service_url: str, operation_timeout: float = DEFAULT_OPERATION_TIMEOUT) -> None:
+    def __init__(
+        self, service_url: str, operation_timeout: float = DEFAULT_OPERATION_TIMEOUT, security: Security | None = None
+    ) -> None:
         _address(service_url)
         self.service_url = service_url
         self.operation_timeout = operation_timeout
+        #: TLS options and credentials of every connection (``spark.security.Security``).
+        self.security = security
         self._connections: dict[str, Connection] = {}
         self._ids = 0
 
@@ -374,7 +404,7 @@ class Client:
             with contextlib.suppress(ConnectionLostError):
                 conn.pump()
         if conn is None or conn.closed:
-            conn = Connection(url, self.operation_timeout)
+            conn = Connection(url, self.operation_timeout, self.security)
             self._connections[url] = conn
         return conn
 
@@ -391,7 +421,9 @@ class Client:
         url, authoritative = self.service_url, False
         for _ in range(MAX_REDIRECTS):
             response = self.request(T.LOOKUP, url=url, topic=topic, authoritative=authoritative)
-            target = response.brokerServiceUrl or url
+            # Over TLS the broker's TLS URL, as the official clients choose.
+            tls_target = response.brokerServiceUrlTls if is_tls(self.service_url) else ""
+            target = tls_target or response.brokerServiceUrl or url
             if response.response == 1:  # Connect
                 if response.proxy_through_service_url:
                     return self.connection()

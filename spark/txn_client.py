@@ -54,6 +54,7 @@ from spark.protocol import (
     error_for,
     full_topic_name,
 )
+from spark.security import Security
 from wire.batch import build_batch, split_batch
 from wire.commands import make
 from wire.framing import make_body, parse_body
@@ -488,8 +489,9 @@ class TransactionClient(Client):
         operation_timeout: float = 30.0,
         batch_max_messages: int = BATCH_MAX_MESSAGES,
         batch_max_bytes: int = BATCH_MAX_BYTES,
+        security: Security | None = None,
     ) -> None:
-        super().__init__(service_url, operation_timeout)
+        super().__init__(service_url, operation_timeout, security)
         self.batch_max_messages = batch_max_messages
         self.batch_max_bytes = batch_max_bytes
         self._coordinators: int | None = None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from wire.commands import frame
 from wire.framing import FrameDecoder, ProtocolError
-from wire.pulsar_api_pb2 import BaseCommand
+from wire.pulsar_api_pb2 import BaseCommand, ServerError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,7 +22,8 @@ def first_answer(port: int, deadline: float, alive: Callable[[], bool]) -> tuple
     """Wait until a broker on 127.0.0.1:``port`` answers CONNECT; (accepted, answered) as ``time.monotonic()`` values.
 
     ``accepted`` is when a TCP connection was first accepted (the kernel completed the handshake), ``answered`` when
-    a CONNECTED frame came back on it. ``alive()`` false or the deadline passing raises RuntimeError.
+    a CONNECTED frame (or, from a server that requires credentials, its AuthenticationError) came back on it.
+    ``alive()`` false or the deadline passing raises RuntimeError.
     """
     accepted = 0.0
     hello = frame(BaseCommand.CONNECT, client_version="startup-probe", protocol_version=20)
@@ -40,12 +41,19 @@ def first_answer(port: int, deadline: float, alive: Callable[[], bool]) -> tuple
                     if not data:
                         break
                     for item in decoder.feed(data):
-                        if item.command.type == BaseCommand.CONNECTED:
+                        if _answers_connect(item.command):
                             return accepted, time.monotonic()
         except (OSError, ProtocolError):
             # Refused, or closed before an answer (a container's port forwarder accepts before the server is up).
             time.sleep(0.02)
     raise RuntimeError(f"nothing answered CONNECT on port {port} in time")
+
+
+def _answers_connect(command: BaseCommand) -> bool:
+    """CONNECTED, or the refusal of a server that requires credentials (the probe has none): it is serving."""
+    if command.type == BaseCommand.CONNECTED:
+        return True
+    return command.type == BaseCommand.ERROR and command.error.error == ServerError.AuthenticationError
 
 
 def free_port() -> int:

@@ -22,6 +22,8 @@ class AdminContext:
     broker: Broker
     service: BrokerService
     admin_port: int
+    #: The https port of the admin API, when TLS is configured.
+    admin_tls_port: int | None = None
 
     @property
     def cluster(self) -> str:
@@ -38,6 +40,16 @@ class AdminContext:
     def web_url(self, reached: str) -> str:
         """The admin HTTP URL of this endpoint."""
         return f"http://{self.host(reached)}:{self.admin_port}"
+
+    def broker_url_tls(self, reached: str) -> str:
+        """The ``pulsar+ssl://`` URL of this endpoint; empty without a TLS port (as Pulsar's lookup answers)."""
+        port = self.service.tls_port
+        return "" if port is None else f"pulsar+ssl://{self.host(reached)}:{port}"
+
+    def web_url_tls(self, reached: str) -> str:
+        """The admin https URL of this endpoint; empty without one."""
+        port = self.admin_tls_port
+        return "" if port is None else f"https://{self.host(reached)}:{port}"
 
     def committed(self, value: Any = None) -> Deferred:
         """A Deferred firing with ``value`` once everything staged so far is durable."""

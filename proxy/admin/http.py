@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from twisted.internet.defer import Deferred
@@ -22,6 +22,9 @@ from twisted.web.resource import Resource
 
 from engine.errors import BrokerError
 from wire.pulsar_api_pb2 import ServerError
+
+if TYPE_CHECKING:
+    from proxy.admin.auth import AdminAuthentication
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +101,8 @@ class Call:
     body: bytes
     content_type: str = ""
     host: str = ""
+    #: The role the request authenticated as (None when authentication is disabled); see proxy.admin.auth.
+    role: str | None = None
 
     def __getitem__(self, name: str) -> str:
         return self.params[name]
@@ -173,6 +178,13 @@ class Router:
 
         return register
 
+    def wrap(self, wrapper: Callable[[str, str, Handler], Handler]) -> None:
+        """Replace each route's handler with ``wrapper(method, pattern, handler)`` (the pattern without its slashes
+        at the ends, as given to :meth:`add`)."""
+        for routes in self._by_length.values():
+            for route in routes:
+                route.handler = wrapper(route.method, "/".join(route.parts), route.handler)
+
     def resolve(self, method: str, segments: list[str]) -> tuple[Handler, dict[str, str]]:
         """The handler and parameters of a request, or a 404 (no such path) / 405 (no such method)."""
         path_matched = False
@@ -206,9 +218,11 @@ class AdminResource(Resource):
 
     isLeaf = True  # noqa: N815 (Twisted's name)
 
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: Router, authentication: AdminAuthentication | None = None) -> None:
         super().__init__()
         self.router = router
+        #: Checks credentials before any route runs (None: no authentication).
+        self.authentication = authentication
 
     def render(self, request: server.Request) -> bytes | int:
         method = request.method.decode("ascii", "replace")
@@ -216,6 +230,12 @@ class AdminResource(Resource):
         segments = [unquote(s) for s in raw.strip("/").split("/")] if raw.strip("/") else []
         query = {k.decode(): v[-1].decode("utf-8", "replace") for k, v in request.args.items()}
         host = request.getRequestHostname().decode("ascii", "replace")
+        role = None
+        if self.authentication is not None:
+            refused = self.authentication.check(request, segments)
+            if refused is not None:
+                return self._write(request, refused)
+            role = self.authentication.role_of(request)
         try:
             handler, params = self.router.resolve(method, segments)
             call = Call(
@@ -226,6 +246,7 @@ class AdminResource(Resource):
                 request.content.read() if request.content is not None else b"",
                 (request.getHeader("content-type") or ""),
                 host,
+                role,
             )
             result = handler(call)
         except Exception as exc:

@@ -40,7 +40,7 @@ def register(router: Router, ctx: AdminContext) -> None:
             "brokerUrl": url or "",
             "brokerUrlTls": url_tls or "",
             "httpUrl": ctx.web_url(call.host),
-            "httpUrlTls": "",
+            "httpUrlTls": ctx.web_url_tls(call.host),
             "nativeUrl": url or "",
         }
 
@@ -51,9 +51,14 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("GET", "/admin/v2/clusters/{cluster}")
     def cluster(call: Call) -> Any:
         require_cluster(call["cluster"])
+        urls = {"serviceUrl": ctx.web_url(call.host)}
+        if ctx.admin_tls_port is not None:
+            urls["serviceUrlTls"] = ctx.web_url_tls(call.host)
+        urls["brokerServiceUrl"] = ctx.broker_url(call.host)
+        if ctx.service.tls_port is not None:
+            urls["brokerServiceUrlTls"] = ctx.broker_url_tls(call.host)
         return {
-            "serviceUrl": ctx.web_url(call.host),
-            "brokerServiceUrl": ctx.broker_url(call.host),
+            **urls,
             "brokerClientTlsEnabled": False,
             "tlsAllowInsecureConnection": False,
             "brokerClientTlsEnabledWithKeyStore": False,

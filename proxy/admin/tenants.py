@@ -323,11 +323,6 @@ def register(router: Router, ctx: AdminContext) -> None:
     def bundles(call: Call) -> Any:
         return namespaces.policies(require_namespace(call))["bundles"]
 
-    @router.route("GET", NS + "/permissions")
-    def permissions(call: Call) -> Any:
-        require_namespace(call)
-        return {}
-
     @router.route("PUT", NS + "/unload")
     def unload(call: Call) -> Any:
         namespace = require_namespace(call)

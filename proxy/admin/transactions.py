@@ -94,7 +94,7 @@ def register(router: Router, ctx: AdminContext) -> None:
         for topic_name, sub_name in meta.subscriptions:
             topic = broker.existing_topic(topic_name)
             acked.setdefault(topic_name, {})[sub_name] = in_pending_ack(topic, sub_name, meta.txn) if topic else {}
-        return {
+        out = {
             "txnId": str(meta.txn),
             "status": meta.status.value,
             "openTimestamp": meta.opened_ms,
@@ -103,6 +103,10 @@ def register(router: Router, ctx: AdminContext) -> None:
             "producedPartitions": produced,
             "ackedPartitions": acked,
         }
+        if meta.owner is not None:
+            # The role that opened it, when authentication gave it one (Pulsar leaves the field out otherwise).
+            out["owner"] = meta.owner
+        return out
 
     def low_water_marks(topic: Topic) -> dict[str, int]:
         """The low-water marks a partition learned from the ends it saw, by coordinator id."""

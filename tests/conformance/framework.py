@@ -190,10 +190,10 @@ class Run:
 
     # -- clients -----------------------------------------------------------------------------------
 
-    def client(self, **kwargs: Any) -> pulsar.Client:
-        """An official Python client on the target (closed when the scenario ends)."""
+    def client(self, url: str | None = None, **kwargs: Any) -> pulsar.Client:
+        """An official Python client on the target, or on another ``url`` of it (closed when the scenario ends)."""
         kwargs.setdefault("operation_timeout_seconds", 10)
-        made = pulsar.Client(self.target.service_url, logger=_LOGGER, **kwargs)
+        made = pulsar.Client(url or self.target.service_url, logger=_LOGGER, **kwargs)
         self._clients.append(made)
         return made
 

@@ -88,7 +88,8 @@ def standalone_conf(
     broker_port: int, web_port: int, journal_sync: bool = False, extra: Mapping[str, object] | None = None
 ) -> str:
     """``standalone.conf``: Pulsar's standalone settings that matter here, everything else at its default; ``extra``
-    adds settings or overrides these (a setting whose value is None is left out)."""
+    adds broker.conf settings (TLS ports, authentication providers, ...) or overrides these (a setting whose value is
+    None is left out)."""
     settings = {
         "clusterName": "standalone",
         "metadataStoreUrl": "",
@@ -153,9 +154,10 @@ def build(timeout: float = 1800) -> Path:
     return dependencies(POM_DIR, timeout)
 
 
-def _http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:
+def _http_get(url: str, headers: Mapping[str, str] | None = None, timeout: float = 2.0) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers=dict(headers or {}))
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(errors="replace")
@@ -167,6 +169,7 @@ class PulsarStandalone:
     def __init__(
         self, data_dir: Path, *, log_level: str = "warn", memory: tuple[str, ...] = JVM_MEMORY,
         journal_sync: bool = False, extra_conf: Mapping[str, object] | None = None,
+        admin_headers: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         #: broker.conf settings of this standalone beyond (or instead of) :func:`standalone_conf`'s.
@@ -175,6 +178,10 @@ class PulsarStandalone:
         self.memory = memory
         #: fsync the bookie journal before acknowledging (the standalone default is not to).
         self.journal_sync = journal_sync
+        #: More broker.conf settings (see :func:`standalone_conf`), and the headers the readiness check sends to the
+        #: admin API (its credentials when authentication is enabled).
+        self.extra_conf = dict(extra_conf or {})
+        self.admin_headers = dict(admin_headers or {})
         self.broker_port = free_port()
         self.web_port = free_port()
         self.bookie_port = free_port()
@@ -240,11 +247,12 @@ class PulsarStandalone:
 
     def _ready(self) -> bool:
         try:
-            status, body = _http_get(f"{self.admin_url}/admin/v2/namespaces/public")
+            status, body = _http_get(f"{self.admin_url}/admin/v2/namespaces/public", self.admin_headers)
             if status != 200 or "public/default" not in json.loads(body):
                 return False
             status, body = _http_get(
-                f"{self.admin_url}/admin/v2/persistent/pulsar/system/transaction_coordinator_assign/partitions"
+                f"{self.admin_url}/admin/v2/persistent/pulsar/system/transaction_coordinator_assign/partitions",
+                self.admin_headers,
             )
             return status == 200 and json.loads(body).get("partitions", 0) > 0
         except (OSError, ValueError):
