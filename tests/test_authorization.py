@@ -172,3 +172,25 @@ def test_authorization_without_authentication_refuses_clients(tmp_path: Path) ->
         client.close()
         proc.stop()
     assert "authorization is enabled without authentication" in proc.log()
+
+
+def test_watching_a_namespaces_topics_needs_the_right_to_list_them(secured: ServerProcess) -> None:
+    """WATCH_TOPIC_LIST is checked as GET_TOPICS_OF_NAMESPACE is (the namespace operation GET_TOPICS), with the text
+    Pulsar 4.2.4's ServerCnx answers; a super-user is let through."""
+    answers = {}
+    for role in ("nobody", "admin"):
+        conn = RawClient(secured.url, role)
+        conn.send(
+            T.WATCH_TOPIC_LIST, request_id=conn.next_id(), watcher_id=1, namespace="public/default",
+            topics_pattern="persistent://public/default/.*",
+        )
+        command = conn.read().command
+        answers[role] = (
+            (BaseCommand.Type.Name(command.type), command.error.message) if command.type == T.ERROR
+            else BaseCommand.Type.Name(command.type)
+        )
+        conn.close()
+    assert answers == {
+        "nobody": ("ERROR", "Proxy Client is not authorized to watchTopicList"),
+        "admin": "WATCH_TOPIC_LIST_SUCCESS",
+    }
