@@ -271,6 +271,7 @@ class Broker:
             self.store.put_metadata("terminated", name.full, None)
         if name.partition_index < 0:
             self.namespaces.delete_topic_policies(name.full)
+        self.namespaces.set_topic_properties(name.full, None)
 
     def delete_partitioned_topic(self, topic: str) -> None:
         """Delete every partition of a partitioned topic, then its metadata."""
@@ -279,6 +280,7 @@ class Broker:
             self.delete_topic(TopicName.parse(topic).partition(index).full)
         self._partitioned.pop(topic, None)
         self.store.set_partitioned_topic(topic, None)
+        self.namespaces.set_topic_properties(topic, None)
         self.namespaces.delete_topic_policies(topic)
 
     def delete_schema(self, topic: str) -> None:

@@ -35,6 +35,7 @@ _NAMED = re.compile(r"^[-=:.\w]+$")
 _TENANT = "tenant"
 _NAMESPACE = "namespace"
 _TOPIC = "topic_policies"
+_PROPERTIES = "topic_properties"
 #: Boundaries of the 4 bundles a namespace of a standalone Pulsar has.
 _BUNDLES = {
     "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"],
@@ -206,11 +207,27 @@ class Namespaces:
         self.generation += 1
         self.store.put_metadata(_TOPIC, topic, None)
 
-    def applied_policy(self, name: TopicName, topic_key: str, namespace_key: str) -> Any:
+    def topic_properties(self, topic: str) -> dict[str, str] | None:
+        """The properties of a (partitioned) topic, or None if none were ever set."""
+        value = self.store.metadata(_PROPERTIES).get(topic)
+        return None if value is None else json.loads(value)
+
+    def set_topic_properties(self, topic: str, properties: dict[str, str] | None) -> None:
+        """Replace (or, with None, forget) the properties of a (partitioned) topic."""
+        self.store.put_metadata(_PROPERTIES, topic, None if properties is None else json.dumps(properties))
+
+    def applied_policy(self, name: TopicName, topic_key: str, namespace_key: str | None) -> Any:
         """A policy in force on a topic, as set: the topic's own (a partition's: its partitioned topic's) value under
-        ``topic_key``, else its namespace's under ``namespace_key``; None if neither sets it."""
+        ``topic_key``, else its namespace's under ``namespace_key`` (``key*``: a map by cluster, this cluster's
+        value; None: the namespace has no such policy); None if neither sets it (an ``UNDEFINED`` schema
+        compatibility strategy is none)."""
         value = self._topic_policies.get(name.partitioned_parent.full, {}).get(topic_key)
-        return self.policy(name.namespace_name, namespace_key) if value is None else value
+        if value is not None or namespace_key is None:
+            return value
+        if namespace_key.endswith("*"):
+            return (self.policy(name.namespace_name, namespace_key[:-1]) or {}).get(self.cluster)
+        value = self.policy(name.namespace_name, namespace_key)
+        return None if value == "UNDEFINED" else value
 
     # -- the policies the engine applies: a topic's own, else its namespace's ------------------------
 

@@ -16,7 +16,7 @@ from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.store import StoredSchema
 from proxy.admin.context import AdminContext
-from proxy.admin.http import AdminError, Call, Router, json_reply
+from proxy.admin.http import AdminError, Call, Router, absent_reply, json_reply
 
 #: Pulsar's ``SchemaType`` names by the wire's ``Schema.Type`` numbers.
 SCHEMA_TYPES = {
@@ -131,6 +131,23 @@ def register(router: Router, ctx: AdminContext) -> None:
             raise AdminError(500, f"Error during schema compatibility check with strategy {strategy}: {reason}")
         # Pulsar's IsCompatibilityResponse names its flag isCompatibility; Jackson writes it as "compatibility".
         return json_reply({"compatibility": True, "schemaCompatibilityStrategy": strategy}, 202)
+
+    @router.route("GET", base + "/metadata")
+    def metadata(call: Call) -> Any:
+        """Where the versions are kept, as Pulsar's ``SchemaMetadata``: no ledger here, so ledger -1 and the version
+        as the entry."""
+        live = schemas.live(topic_of(call))
+        if not live:
+            return absent_reply()
+        index = [{"ledgerId": -1, "entryId": s.version, "version": s.version} for s in live]
+        return {"info": index[-1], "index": index}
+
+    @router.route("POST", base + "/version")
+    def version_of(call: Call) -> Any:
+        """The version a schema was registered as (-1 if it was not)."""
+        type_, data, _ = posted_schema(call)
+        found = [s.version for s in schemas.live(topic_of(call)) if s.type == type_ and s.data == data]
+        return {"version": found[0] if found else -1}
 
     @router.route("DELETE", base + "/schema")
     def delete(call: Call) -> Any:
