@@ -45,6 +45,8 @@ class BrokerConfig:
     txn_end_delay_ms: int = 0
 
 
+#: Store metadata kind of topic partitions' creation times (epoch milliseconds).
+_CREATED = "topic_created"
 #: A commit that replies wait for and that holds at most this many entries and bytes counts as small (see
 #: :class:`CommitRunner`): a few transactions' sends and markers, or a lone message.
 SMALL_COMMIT_ENTRIES = 32
@@ -95,13 +97,14 @@ class Broker:
         self.config = config or BrokerConfig()
         self.namespaces = Namespaces(store, self.config.cluster, BUILTIN_NAMESPACES)
         self.schemas = SchemaRegistry(
-            store, lambda topic: self.namespaces.schema_strategy(TopicName.parse(topic).namespace_name)
+            store, lambda topic: self.namespaces.schema_strategy(TopicName.parse(topic).namespace_name), clock
         )
         self.stats = BrokerStats(store, clock)
         self.topics: dict[str, Topic] = {}
         #: Non-persistent topic partitions, in memory only (a restart forgets them).
         self.non_persistent: dict[str, NonPersistentTopic] = {}
         self._records = store.topics()
+        self._creation_times = {name: int(ms) for name, ms in store.metadata(_CREATED).items()}
         self._partitioned = store.partitioned_topics()
         #: Terminated topic partitions and their last entry.
         self.terminated = {name: int(last) for name, last in store.metadata("terminated").items()}
@@ -192,6 +195,7 @@ class Broker:
             self._check_new(name, create)
             record = self.store.create_topic(name.full)
             self._records[name.full] = record
+            self._created(name.full)
         loaded = Topic(self, name, record)
         self.topics[name.full] = loaded
         return loaded
@@ -251,7 +255,16 @@ class Broker:
         self._check_namespace(name)
         if name.full not in self._records:
             self._records[name.full] = self.store.create_topic(name.full)
+            self._created(name.full)
         return self.topic(name.full)
+
+    def _created(self, topic: str) -> None:
+        self._creation_times[topic] = now_ms(self.clock)
+        self.store.put_metadata(_CREATED, topic, str(self._creation_times[topic]))
+
+    def created_ms(self, topic: str) -> int:
+        """When a topic partition was created (epoch milliseconds; 0 if before creation times were kept)."""
+        return self._creation_times.get(topic, 0)
 
     def delete_topic(self, topic: str) -> None:
         """Delete a topic partition: disconnect its clients, then drop its log, cursors and state."""
@@ -272,6 +285,8 @@ class Broker:
         if name.partition_index < 0:
             self.namespaces.delete_topic_policies(name.full)
         self.namespaces.set_topic_properties(name.full, None)
+        self._creation_times.pop(name.full, None)
+        self.store.put_metadata(_CREATED, name.full, None)
 
     def delete_partitioned_topic(self, topic: str) -> None:
         """Delete every partition of a partitioned topic, then its metadata."""

@@ -8,7 +8,8 @@ Every other policy is stored and returned as set.
 
 Topic policies are kept as Pulsar's ``TopicPolicies`` JSON object holds them, under the topic's name (a
 partitioned topic's name for all its partitions). Where one is set it wins over the namespace's: message TTL,
-retention, deduplication, the compaction threshold and each type of backlog quota.
+retention, deduplication, the compaction threshold, each type of backlog quota, and the limits of
+:class:`TopicLimits` (producers, consumers, subscriptions, subscription types, unacknowledged messages, message size).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine import backlog_quota
 from engine.clock import Cancellable, now_ms
@@ -67,6 +68,29 @@ SCHEMA_STRATEGIES = (
     "FORWARD_TRANSITIVE",
     "FULL_TRANSITIVE",
 )
+
+
+#: Pulsar's broker.conf defaults of the limits topic and namespace policies override (0: no limit).
+MAX_UNACKED_PER_CONSUMER = 50_000
+MAX_UNACKED_PER_SUBSCRIPTION = 200_000
+#: Every subscription type, by the names policies use.
+SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
+
+
+class TopicLimits(NamedTuple):
+    """The limits in force on a topic (a topic's own policy, else its namespace's, else the broker's); 0 or None:
+    no limit."""
+
+    max_producers: int
+    max_consumers: int
+    max_consumers_per_subscription: int
+    max_subscriptions: int
+    #: Subscription types allowed (every type when empty).
+    subscription_types: tuple[str, ...]
+    max_unacked_per_consumer: int
+    max_unacked_per_subscription: int
+    #: Bytes of a message's metadata and payload (None: the broker's limit).
+    max_message_size: int | None
 
 
 def valid_name(name: str) -> bool:
@@ -120,6 +144,7 @@ class Namespaces:
         }
         #: Counts changes to namespace and topic policies, so that what is derived from them can be cached.
         self.generation = 0
+        self._limits: dict[str, tuple[int, TopicLimits]] = {}
         for namespace in builtin:
             tenant = namespace.partition("/")[0]
             if tenant not in self.tenants:
@@ -230,6 +255,35 @@ class Namespaces:
         return None if value == "UNDEFINED" else value
 
     # -- the policies the engine applies: a topic's own, else its namespace's ------------------------
+
+    def limits(self, name: TopicName) -> TopicLimits:
+        """The limits in force on a topic partition (cached until a policy changes)."""
+        cached = self._limits.get(name.full)
+        if cached is not None and cached[0] == self.generation:
+            return cached[1]
+
+        def applied(topic_key: str, namespace_key: str | None, default: Any) -> Any:
+            value = self.applied_policy(name, topic_key, namespace_key)
+            return default if value is None else value
+
+        limits = TopicLimits(
+            int(applied("maxProducerPerTopic", "max_producers_per_topic", 0)),
+            int(applied("maxConsumerPerTopic", "max_consumers_per_topic", 0)),
+            int(applied("maxConsumersPerSubscription", "max_consumers_per_subscription", 0)),
+            int(applied("maxSubscriptionsPerTopic", "max_subscriptions_per_topic", 0)),
+            tuple(applied("subscriptionTypesEnabled", "subscription_types_enabled", None) or ()),
+            int(applied("maxUnackedMessagesOnConsumer", "max_unacked_messages_per_consumer", MAX_UNACKED_PER_CONSUMER)),
+            int(
+                applied(
+                    "maxUnackedMessagesOnSubscription",
+                    "max_unacked_messages_per_subscription",
+                    MAX_UNACKED_PER_SUBSCRIPTION,
+                )
+            ),
+            applied("maxMessageSize", None, None),
+        )
+        self._limits[name.full] = (self.generation, limits)
+        return limits
 
     def deduplication(self, name: TopicName) -> bool | None:
         """A topic's deduplication switch, or None to use the broker's."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from engine.clock import Clock, now_ms
 from engine.errors import BrokerError
 from engine.namespaces import incompatibility
 from engine.store import Store, StoredSchema
@@ -12,6 +13,8 @@ from wire.pulsar_api_pb2 import ServerError
 
 #: ``Schema.Type`` values that mean "no schema" (bytes).
 _NO_SCHEMA = (0, -1)
+#: Store metadata kind of the times versions were registered (``<topic>#<version>``: epoch milliseconds).
+_REGISTERED = "schema_time"
 #: The type stored for the version a deletion adds (no ``Schema.Type`` has it; it never goes on the wire).
 DELETED = -100
 
@@ -19,8 +22,12 @@ DELETED = -100
 class SchemaRegistry:
     """Schemas keyed by the (partitioned) topic name, as Pulsar shares them across partitions."""
 
-    def __init__(self, store: Store, strategy_of: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self, store: Store, strategy_of: Callable[[str], str] | None = None, clock: Clock | None = None
+    ) -> None:
         self._store = store
+        #: Dates registrations (without one, versions are dated 0).
+        self._clock = clock
         self._cache: dict[str, list[StoredSchema]] = {}
         #: The schema compatibility strategy of a topic's namespace (``UNDEFINED``: the checks below only).
         self._strategy_of = strategy_of
@@ -80,6 +87,8 @@ class SchemaRegistry:
         it only, and version numbers are never reused. ``force`` drops every version instead and answers -1.
         """
         if force:
+            for schema in self.versions(topic):
+                self._store.put_metadata(_REGISTERED, f"{topic}#{schema.version}", None)
             self._store.delete_schemas(topic)
             self.forget(topic)
             return -1
@@ -91,8 +100,14 @@ class SchemaRegistry:
 
     def _add(self, topic: str, schema: StoredSchema) -> int:
         self._store.add_schema(topic, schema)
+        if self._clock is not None:
+            self._store.put_metadata(_REGISTERED, f"{topic}#{schema.version}", str(now_ms(self._clock)))
         self.versions(topic).append(schema)
         return schema.version
+
+    def registered_ms(self, topic: str, version: int) -> int:
+        """When a version was registered (epoch milliseconds; 0 if unknown)."""
+        return int(self._store.metadata(_REGISTERED).get(f"{topic}#{version}", 0))
 
     def forget(self, topic: str) -> None:
         """Drop the cached versions of a topic (after deletion)."""

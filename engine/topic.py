@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
 
@@ -15,6 +15,7 @@ from engine.cursor import Cursor
 from engine.entry import Entry
 from engine.errors import BrokerError
 from engine.names import TopicName
+from engine.namespaces import SUBSCRIPTION_TYPES, TopicLimits
 from engine.store import TopicRecord
 from engine.subscription import Consumer, Subscription, SubType
 from engine.transactions import TxnId
@@ -63,6 +64,8 @@ class Producer:
     topic: Topic | NonPersistentTopic | None = None
     #: The schema version the producer declared, if any.
     schema_version: int | None = None
+    #: The properties the client gave the producer (reported in topic stats).
+    metadata: dict[str, str] = field(default_factory=dict)
     #: Messages and bytes this producer published.
     messages_in: int = 0
     bytes_in: int = 0
@@ -103,6 +106,9 @@ class ProducerHost:
                     ServerError.ProducerBusy,
                     f"Producer with name '{producer.name}' is already connected to topic '{self.name}'",
                 )
+        max_producers = self.broker.namespaces.limits(self.name).max_producers
+        if 0 < max_producers <= len(self.producers):
+            raise BrokerError(ServerError.ProducerBusy, f"Topic '{self.name}' reached max producers limit")
         mode = producer.access_mode
         if mode == AccessMode.EXCLUSIVE_WITH_FENCING:
             for existing in list(self.producers):
@@ -273,6 +279,10 @@ class Topic(ProducerHost):
                 done, BrokerError(ServerError.TopicTerminatedError, f"Topic {self.name} was already terminated")
             )
             return
+        max_size = self.broker.namespaces.limits(self.name).max_message_size
+        if max_size is not None and len(body) > max_size:
+            self.broker.after_commit(done, BrokerError(ServerError.NotAllowedError, "Exceed maximum message size"))
+            return
         if self._deduplicating():
             highest = max(sequence_id, highest_sequence_id)
             if sequence_id <= self._sequences.get(producer.name, -1):
@@ -369,6 +379,8 @@ class Topic(ProducerHost):
             )
         subscription = self.subscriptions.get(sub_name)
         created = subscription is None
+        limits = self.broker.namespaces.limits(self.name)
+        self._check_limits(limits, sub_type, subscription)
         if subscription is None:
             if start_entry is not None:
                 first = start_entry
@@ -379,12 +391,28 @@ class Topic(ProducerHost):
             subscription = Subscription(self, sub_name, sub_type, Cursor(first - 1), durable)
         elif not subscription.consumers:
             subscription.sub_type = sub_type
+        consumer.max_unacked = limits.max_unacked_per_consumer
+        subscription.max_unacked = limits.max_unacked_per_subscription
         subscription.add_consumer(consumer, sub_type, sticky)
         if created:
             self.subscriptions[sub_name] = subscription
             if durable:
                 self.cursor_changed(subscription)
         return subscription
+
+    def _check_limits(self, limits: TopicLimits, sub_type: SubType, subscription: Subscription | None) -> None:
+        """Refuse a consumer the topic's policies do not allow, with Pulsar's errors."""
+        type_name = SUBSCRIPTION_TYPES[sub_type]
+        if limits.subscription_types and type_name not in limits.subscription_types:
+            raise BrokerError(ServerError.NotAllowedError, f"Topic[{self.name}] doesn't support {type_name} sub type!")
+        if subscription is None and 0 < limits.max_subscriptions <= len(self.subscriptions):
+            raise BrokerError(
+                ServerError.NotAllowedError, f"Exceed the maximum number of subscriptions of the topic: {self.name}"
+            )
+        if 0 < limits.max_consumers <= sum(len(s.consumers) for s in self.subscriptions.values()):
+            raise BrokerError(ServerError.ConsumerBusy, "Topic reached max consumers limit")
+        if subscription is not None and 0 < limits.max_consumers_per_subscription <= len(subscription.consumers):
+            raise BrokerError(ServerError.ConsumerBusy, "Subscription reached max consumers limit")
 
     def create_subscription(self, sub_name: str, next_entry: int) -> Subscription:
         """Create a durable subscription with no consumer whose next entry is ``next_entry`` (admin)."""

@@ -69,6 +69,22 @@ def test_every_pulsar_route_resolves_to_the_route_of_its_path(router: Router) ->
     assert not wrong, "\n".join(wrong)
 
 
+#: Routes of this endpoint that are no admin route of Pulsar's broker (Prometheus metrics).
+_OWN_ROUTES = {("GET", "/metrics")}
+
+
+def test_every_route_served_is_a_pulsar_route(router: Router) -> None:
+    """A route Pulsar lacks would answer where Pulsar answers 404 or 405 (a DELETE of a policy it only sets)."""
+    pulsar = {(m, tuple(_shape(p))) for m, p in pulsar_routes()}
+    extra = [
+        (method, expanded)
+        for method, pattern in router.routes()
+        for expanded in _expansions(pattern)
+        if (method, tuple(_shape(expanded))) not in pulsar and (method, expanded) not in _OWN_ROUTES
+    ]
+    assert extra == []
+
+
 def _expansions(pattern: str) -> list[str]:
     """The patterns a ``{name:a|b}`` parameter stands for."""
     parts = pattern.split("/")

@@ -183,6 +183,10 @@ class Router:
             raise AdminError(405, f"Method {method} is not allowed on this resource")
         raise AdminError(404, "Not Found")
 
+    def routes(self) -> list[tuple[str, str]]:
+        """``(method, pattern)`` of every route."""
+        return [(r.method, "/" + "/".join(r.parts)) for routes in self._by_length.values() for r in routes]
+
     def serves(self, method: str, pattern: str) -> bool:
         """Whether a route of that method and pattern is registered."""
         parts = tuple(pattern.strip("/").split("/"))

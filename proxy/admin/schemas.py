@@ -51,12 +51,12 @@ SCHEMA_TYPE_NUMBERS = {name: number for number, name in SCHEMA_TYPES.items()}
 BROKER_DEFAULT_STRATEGY = "FULL"
 
 
-def schema_response(schema: StoredSchema) -> dict[str, Any]:
-    """A version as Pulsar's ``GetSchemaResponse``."""
+def schema_response(schema: StoredSchema, registered_ms: int) -> dict[str, Any]:
+    """A version as Pulsar's ``GetSchemaResponse``, dated when it was registered."""
     return {
         "version": schema.version,
         "type": SCHEMA_TYPES.get(schema.type, str(schema.type)),
-        "timestamp": 0,
+        "timestamp": registered_ms,
         "data": schema.data.decode("utf-8", "replace"),
         "properties": json.loads(schema.properties),
     }
@@ -93,7 +93,7 @@ def register(router: Router, ctx: AdminContext) -> None:
         schema = schemas.get(topic, version)
         if schema is None:
             raise AdminError(404, "Schema not found")
-        return schema_response(schema)
+        return schema_response(schema, schemas.registered_ms(topic, schema.version))
 
     @router.route("GET", base + "/schema")
     def latest_schema(call: Call) -> Any:
@@ -106,7 +106,12 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("GET", base + "/schemas")
     def all_schemas(call: Call) -> Any:
-        return {"getSchemaResponses": [schema_response(s) for s in schemas.live(topic_of(call))]}
+        topic = topic_of(call)
+        return {
+            "getSchemaResponses": [
+                schema_response(s, schemas.registered_ms(topic, s.version)) for s in schemas.live(topic)
+            ]
+        }
 
     @router.route("POST", base + "/schema")
     def upload(call: Call) -> Any:

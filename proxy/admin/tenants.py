@@ -191,6 +191,22 @@ POLICIES: dict[str, tuple[str, str, Check]] = {
     ),
 }
 
+#: Policies Pulsar has no DELETE for (they are set to another value instead; a DELETE answers 405).
+_NOT_REMOVED = {
+    "allowedClusters",
+    "deduplicationSnapshotInterval",
+    "encryptionRequired",
+    "isAllowAutoUpdateSchema",
+    "offloadPolicies",
+    "offloadThreshold",
+    "offloadThresholdInSeconds",
+    "replication",
+    "schemaAutoUpdateCompatibilityStrategy",
+    "schemaCompatibilityStrategy",
+    "schemaValidationEnforced",
+    "subscriptionAuthMode",
+}
+
 #: Rate policies kept per cluster: ``endpoint: Policies field`` (a map keyed by the cluster name).
 CLUSTER_POLICIES = {
     "dispatchRate": "topicDispatchRate",
@@ -291,6 +307,8 @@ def register(router: Router, ctx: AdminContext) -> None:
         for cluster in given.get("replication_clusters") or []:
             if cluster != ctx.cluster:
                 raise AdminError(412, f"Cluster {cluster} does not exist.")
+        # As Pulsar's Policies of a namespace created through the API: an empty set of subscription types.
+        given.setdefault("subscription_types_enabled", [])
         if not given.get("replication_clusters"):
             # As Pulsar: a namespace created without replication clusters replicates to its own cluster.
             given.pop("replication_clusters", None)
@@ -357,7 +375,8 @@ def register(router: Router, ctx: AdminContext) -> None:
 
         router.add("GET", f"{NS}/{endpoint}", get)
         router.add(method, f"{NS}/{endpoint}", put)
-        router.add("DELETE", f"{NS}/{endpoint}", delete)
+        if endpoint not in _NOT_REMOVED:
+            router.add("DELETE", f"{NS}/{endpoint}", delete)
 
     for endpoint, (field, method, check) in POLICIES.items():
         policy_routes(endpoint, field, method, check)
@@ -390,7 +409,10 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("GET", NS + "/persistence/bookieAffinity")
     def bookie_affinity(call: Call) -> Any:
         value = namespaces.policy(require_namespace(call), _BOOKIE_AFFINITY)
-        return absent_reply() if value is None else value
+        if value is None:
+            # Pulsar keeps the group in the namespace's local policies, which a namespace has once a group was set.
+            raise AdminError(404, "Namespace local-policies does not exist")
+        return value or absent_reply()
 
     @router.route("POST", NS + "/persistence/bookieAffinity")
     def set_bookie_affinity(call: Call) -> Any:
@@ -407,7 +429,9 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("DELETE", NS + "/persistence/bookieAffinity")
     def remove_bookie_affinity(call: Call) -> Any:
-        namespaces.set_policy(require_namespace(call), _BOOKIE_AFFINITY, None)
+        namespace = require_namespace(call)
+        if namespaces.policy(namespace, _BOOKIE_AFFINITY) is not None:
+            namespaces.set_policy(namespace, _BOOKIE_AFFINITY, {})
         return None
 
     @router.route("GET", NS + "/antiAffinity")
@@ -436,7 +460,9 @@ def register(router: Router, ctx: AdminContext) -> None:
         if call["cluster"] != ctx.cluster:
             raise AdminError(404, "Cluster does not exist")
         require_tenant(tenant)
-        return [n for n in namespaces.names(tenant) if namespaces.policy(n, _ANTI_AFFINITY) == call["group"]]
+        # Pulsar lists the namespaces of the group whose name holds that cluster (tenant/cluster/namespace, the
+        # deprecated v1 form); namespaces here are all tenant/namespace.
+        return []
 
     @router.route("GET", NS + "/dispatcherPauseOnAckStatePersistent")
     def dispatcher_pause(call: Call) -> Any:

@@ -16,7 +16,12 @@ from typing import Any
 from engine.backlog_quota import BacklogQuota, QuotaType, RetentionPolicy
 from engine.errors import BrokerError
 from engine.names import TopicName
-from engine.namespaces import SCHEMA_STRATEGIES
+from engine.namespaces import (
+    MAX_UNACKED_PER_CONSUMER,
+    MAX_UNACKED_PER_SUBSCRIPTION,
+    SCHEMA_STRATEGIES,
+    SUBSCRIPTION_TYPES,
+)
 from proxy.admin.bodies import as_int, as_object, bean
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminError, Call, Reply, Router, absent_reply
@@ -45,6 +50,10 @@ class TopicPolicy:
     unset_status: int = 200
     #: What a read of an unset value answers (before ``applied``): nothing, or a value (booleans read false).
     unset: Any = None
+    #: Whether Pulsar removes it with DELETE (else a DELETE answers 405).
+    removable: bool = True
+    #: Whether a read of an unset value answers the namespace's value when the namespace holds one (applied or not).
+    unset_reads_namespace: bool = False
 
 
 def _from_query(name: str, check: Callable[[Any], Any]) -> Callable[[Call], Any]:
@@ -89,18 +98,14 @@ def _persistence(value: Any) -> Any:
     return policy
 
 
-#: ``SubscriptionType`` names in their declaration order (a set of them is written in that order).
-_SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
-
-
 def _subscription_types(value: Any) -> Any:
     if not isinstance(value, list):
         raise AdminError(400, "Cannot deserialize the body as a set of subscription types")
-    unknown = [t for t in value if t not in _SUBSCRIPTION_TYPES]
+    unknown = [t for t in value if t not in SUBSCRIPTION_TYPES]  # declaration order, as Pulsar writes the set
     if unknown:
         # Pulsar reads an unknown name as null and fails on it with a NullPointerException (500).
         raise AdminError(500, f"Unknown subscription type: {unknown[0]}")
-    return [t for t in _SUBSCRIPTION_TYPES if t in value]
+    return [t for t in SUBSCRIPTION_TYPES if t in value]
 
 
 def _schema_strategy(value: Any) -> Any:
@@ -128,9 +133,6 @@ _DISPATCH_RATE = {
 }
 #: The broker's dispatch rates when no level sets one (throttling off, one-second periods).
 _BROKER_DISPATCH_RATE = {**_DISPATCH_RATE, "ratePeriodInSecond": 1}
-#: Pulsar's broker.conf defaults of what topic policies override.
-MAX_UNACKED_PER_CONSUMER = 50_000
-MAX_UNACKED_PER_SUBSCRIPTION = 200_000
 
 
 #: The ``TopicPolicies`` field of per-subscription policies (a map by subscription name).
@@ -251,6 +253,7 @@ POLICIES: dict[str, TopicPolicy] = {
         _none,
         _from_body(_subscription_types),
         unset_status=204,
+        unset_reads_namespace=True,
     ),
     "publishRate": TopicPolicy(
         "publishRate",
@@ -320,6 +323,7 @@ POLICIES: dict[str, TopicPolicy] = {
         lambda ctx: False,
         _from_body(check_boolean),
         unset=False,
+        removable=False,
     ),
     "entryFilters": TopicPolicy(
         "entryFilters",
@@ -407,6 +411,8 @@ def register(router: Router, ctx: AdminContext) -> None:
                     value = policy.default(ctx)
             else:
                 value = namespaces.topic_policies(name.full).get(policy.field, policy.unset)
+            if value is None and policy.unset_reads_namespace and policy.namespace_field is not None:
+                value = namespaces.policy(name.namespace_name, policy.namespace_field)
             if value is None:
                 return absent_reply() if policy.unset_status == 200 else Reply(204)
             return value
@@ -426,7 +432,8 @@ def register(router: Router, ctx: AdminContext) -> None:
 
         router.add("GET", f"{T}/{endpoint}", get)
         router.add(policy.method, f"{T}/{endpoint}", post)
-        router.add("DELETE", f"{T}/{endpoint}", delete)
+        if policy.removable:
+            router.add("DELETE", f"{T}/{endpoint}", delete)
 
     for endpoint, policy in POLICIES.items():
         policy_routes(endpoint, policy)

@@ -541,7 +541,11 @@ def register(router: Router, ctx: AdminContext) -> None:
         position = call.path_integer("position")
         _no_partitioned(ctx, name, "Peek messages on a partitioned topic is not allowed")
         topic = existing_topic(ctx, name)
-        entry = _nth_unacked(topic, subscription_of(topic, call["sub"]), max(position, 1))
+        sub = topic.subscriptions.get(call["sub"])
+        if sub is None:
+            # As Pulsar: peeking a subscription that does not exist creates it, at the first entry.
+            sub = topic.create_subscription(call["sub"], topic.first_entry_id())
+        entry = _nth_unacked(topic, sub, max(position, 1))
         if entry is None:
             raise AdminError(404, "Message not found")
         return entry_reply(topic, entry)
@@ -632,7 +636,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     def ledger_info(topic: Topic) -> dict[str, Any]:
         """A ``ManagedLedgerInfo`` of a topic partition: its one ledger, its durable cursors, its properties."""
-        created = pulsar_time(broker.stats.started_ms)
+        created = pulsar_time(broker.created_ms(topic.name.full) or broker.stats.started_ms)
         cursors = {
             sub_name: {"version": 0, "creationDate": created, "modificationDate": created, "cursorsLedgerId": -1}
             for sub_name, sub in topic.subscriptions.items()
