@@ -41,8 +41,11 @@ def _shape(pattern: str) -> list[str]:
 
 def _same_route(pulsar: str, ours: str) -> bool:
     left, right = _shape(pulsar), _shape(ours)
-    return len(left) == len(right) and all(
-        a == b or (b.startswith("{") and a in b[1:-1].partition(":")[2].split("|")) for a, b in zip(left, right)
+    if len(left) != len(right):
+        return False
+    return all(
+        a == b or (b.startswith("{") and a in b[1:-1].partition(":")[2].split("|"))
+        for a, b in zip(left, right, strict=True)
     )
 
 

@@ -221,7 +221,8 @@ def test_dynamic_broker_configuration(run: Run) -> Outcome:
     brokers = run.admin("GET", "/admin/v2/brokers/standalone").body or []
     owned = run.admin("GET", f"/admin/v2/brokers/standalone/{brokers[0]}/ownedNamespaces") if brokers else None
     outcome["owned_namespaces"] = owned.status if owned else None
-    outcome["owned_unknown_broker"] = run.admin("GET", "/admin/v2/brokers/standalone/127.0.0.1:9/ownedNamespaces").status
+    unknown = run.admin("GET", "/admin/v2/brokers/standalone/127.0.0.1:9/ownedNamespaces")
+    outcome["owned_unknown_broker"] = unknown.status
     return outcome
 
 
