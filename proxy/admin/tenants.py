@@ -72,8 +72,11 @@ def check_retention(value: Any) -> Any:
 
 
 def _auto_topic_creation(value: Any) -> Any:
-    if not isinstance(value, dict) or not isinstance(value.get("allowAutoTopicCreation", False), bool):
+    if not isinstance(value, dict):
         raise AdminError(400, "Cannot deserialize the body as AutoTopicCreationOverride")
+    value = {**value, "allowAutoTopicCreation": as_bool(value.get("allowAutoTopicCreation", False))}
+    if value.get("defaultNumPartitions") is not None:
+        value["defaultNumPartitions"] = as_int(value["defaultNumPartitions"])
     problem = None
     if value.get("allowAutoTopicCreation"):
         kind, partitions = value.get("topicType"), value.get("defaultNumPartitions")

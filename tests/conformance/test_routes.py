@@ -352,6 +352,11 @@ def test_json_bodies_as_jackson_reads_them(run: Run) -> Outcome:
         "POST", f"/admin/v2/namespaces/{namespace}/deduplication", "true"
     ).status
     answers["deduplication"] = _answer(run.admin("GET", f"/admin/v2/namespaces/{namespace}/deduplication"))
+    override = {"allowAutoTopicCreation": "true", "topicType": "partitioned", "defaultNumPartitions": "2"}
+    answers["auto_creation_strings"] = run.admin(
+        "POST", f"/admin/v2/namespaces/{namespace}/autoTopicCreation", override
+    ).status
+    answers["auto_creation"] = _answer(run.admin("GET", f"/admin/v2/namespaces/{namespace}/autoTopicCreation"))
     return answers
 
 
