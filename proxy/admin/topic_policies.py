@@ -2,9 +2,10 @@
 and the Java ``PulsarAdmin.topicPolicies()`` call them.
 
 Set on a non-partitioned topic or a partitioned one (for all its partitions), never on one partition; the topic must
-exist. GET answers the topic's own value (200 without a body when unset); with ``applied=true``, the value in force:
-the topic's, else the namespace's, else the broker's default. Paths, bodies, status codes and reasons follow Pulsar's
-``PersistentTopics``.
+exist. GET answers the topic's own value (when unset: 200 or 204 without a body, as Pulsar's resource method for that
+policy does); with ``applied=true``, the value in force: the topic's, else the namespace's, else the broker's default.
+Shadow topics are refused (501) once their names check out. Paths, bodies, status codes and reasons follow Pulsar's
+``PersistentTopics``; the limits among them are applied by the engine (``engine.namespaces.TopicLimits``).
 """
 
 from __future__ import annotations
@@ -101,11 +102,11 @@ def _persistence(value: Any) -> Any:
 def _subscription_types(value: Any) -> Any:
     if not isinstance(value, list):
         raise AdminError(400, "Cannot deserialize the body as a set of subscription types")
-    unknown = [t for t in value if t not in SUBSCRIPTION_TYPES]  # declaration order, as Pulsar writes the set
+    unknown = [t for t in value if t not in SUBSCRIPTION_TYPES]
     if unknown:
         # Pulsar reads an unknown name as null and fails on it with a NullPointerException (500).
         raise AdminError(500, f"Unknown subscription type: {unknown[0]}")
-    return [t for t in SUBSCRIPTION_TYPES if t in value]
+    return [t for t in SUBSCRIPTION_TYPES if t in value]  # in declaration order, as Pulsar writes the set
 
 
 def _schema_strategy(value: Any) -> Any:
