@@ -322,6 +322,8 @@ class Subscription(ConsumerGroup):
         self._recently_joined: dict[Consumer, int] = {}
         #: Shared and Key_Shared: entries its consumers may hold unacknowledged together (0: no limit).
         self.max_unacked = 0
+        #: The policy generation the unacknowledged limits were last taken from (-1: never).
+        self._limits_generation = -1
         #: Shared and Key_Shared: entries held back by delayed delivery, with the epoch milliseconds they are due at.
         self._delayed: dict[int, int] = {}
         self._delay_timer: Cancellable | None = None
@@ -518,7 +520,20 @@ class Subscription(ConsumerGroup):
             self._send(consumer, deliveries)
         return consumer.permits > 0 and position <= limit
 
+    def take_limits(self) -> None:
+        """Take up the unacknowledged-message limits in force: a topic policy may change while consumers are
+        attached, and applies to them as it does in Pulsar."""
+        namespaces = self.topic.broker.namespaces
+        if self._limits_generation == namespaces.generation:
+            return
+        limits = namespaces.limits(self.topic.name)
+        self._limits_generation = namespaces.generation
+        self.max_unacked = limits.max_unacked_per_subscription
+        for consumer in self.consumers:
+            consumer.max_unacked = limits.max_unacked_per_consumer
+
     def _dispatch_spread(self) -> bool:
+        self.take_limits()
         out: dict[Consumer, list[Delivery]] = {}
         budget = DISPATCH_BUDGET
         #: Bytes this pass may still deliver.

@@ -391,9 +391,9 @@ class Topic(ProducerHost):
             subscription = Subscription(self, sub_name, sub_type, Cursor(first - 1), durable)
         elif not subscription.consumers:
             subscription.sub_type = sub_type
-        consumer.max_unacked = limits.max_unacked_per_consumer
-        subscription.max_unacked = limits.max_unacked_per_subscription
         subscription.add_consumer(consumer, sub_type, sticky)
+        subscription.take_limits()
+        consumer.max_unacked = limits.max_unacked_per_consumer
         if created:
             self.subscriptions[sub_name] = subscription
             if durable:

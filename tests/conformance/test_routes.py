@@ -453,3 +453,21 @@ def test_max_unacked_messages_on_a_subscription(run: Run) -> Outcome:
         total += len(received)
     outcome["all_after_acks"] = total
     return outcome
+
+
+@scenario
+def test_max_unacked_set_while_consumers_are_attached(run: Run) -> Outcome:
+    """A max unacked messages policy set after a Shared consumer subscribed holds it back as well."""
+    namespace = _namespace(run, "late-unacked")
+    topic, base = _plain_topic(run, namespace, "t")
+    client = run.client()
+    consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=10)
+    outcome: dict[str, Any] = {"set": _policy_in_force(run, base, "maxUnackedMessagesOnConsumer", 2)}
+    producer = client.create_producer(topic, batching_enabled=False)
+    send_all(producer, [f"m{i}" for i in range(5)])
+    first = drain(consumer, 1500)
+    outcome["before_ack"] = len(first)
+    for message in first:
+        consumer.acknowledge(message)
+    outcome["after_ack"] = len(receive_n(consumer, 2, 3000))
+    return outcome
