@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
@@ -17,7 +17,7 @@ from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.namespaces import SUBSCRIPTION_TYPES, TopicLimits
 from engine.store import TopicRecord
-from engine.subscription import Consumer, Subscription, SubType
+from engine.subscription import Consumer, ConsumerGroup, Subscription, SubType
 from engine.transactions import TxnId
 from engine.txn_buffer import TransactionBuffer
 from wire.framing import make_body, stored_payload
@@ -76,6 +76,29 @@ class Producer:
 
 #: Completion of a publish: the entry id (or ``DUPLICATE``), or the error.
 PublishCallback = Callable[[int | BrokerError], None]
+
+
+def check_consumer_limits(
+    name: TopicName,
+    limits: TopicLimits,
+    subscriptions: Mapping[str, ConsumerGroup],
+    sub_type: SubType,
+    subscription: ConsumerGroup | None,
+    check_types: bool = True,
+) -> None:
+    """Refuse a consumer a topic's policies do not allow (``subscription``: the one it joins, None for a new one),
+    with Pulsar's errors; ``check_types``: whether the subscription types enabled apply (Pulsar's non-persistent
+    topics take any)."""
+    type_name = SUBSCRIPTION_TYPES[sub_type]
+    if check_types and limits.subscription_types and type_name not in limits.subscription_types:
+        raise BrokerError(ServerError.NotAllowedError, f"Topic[{name}] doesn't support {type_name} sub type!")
+    if subscription is None and 0 < limits.max_subscriptions <= len(subscriptions):
+        reason = f"Exceed the maximum number of subscriptions of the topic: {name}"
+        raise BrokerError(ServerError.NotAllowedError, reason)
+    if 0 < limits.max_consumers <= sum(len(s.consumers) for s in subscriptions.values()):
+        raise BrokerError(ServerError.ConsumerBusy, "Topic reached max consumers limit")
+    if subscription is not None and 0 < limits.max_consumers_per_subscription <= len(subscription.consumers):
+        raise BrokerError(ServerError.ConsumerBusy, "Subscription reached max consumers limit")
 
 
 class ProducerHost:
@@ -380,7 +403,7 @@ class Topic(ProducerHost):
         subscription = self.subscriptions.get(sub_name)
         created = subscription is None
         limits = self.broker.namespaces.limits(self.name)
-        self._check_limits(limits, sub_type, subscription)
+        check_consumer_limits(self.name, limits, self.subscriptions, sub_type, subscription)
         if subscription is None:
             if start_entry is not None:
                 first = start_entry
@@ -399,20 +422,6 @@ class Topic(ProducerHost):
             if durable:
                 self.cursor_changed(subscription)
         return subscription
-
-    def _check_limits(self, limits: TopicLimits, sub_type: SubType, subscription: Subscription | None) -> None:
-        """Refuse a consumer the topic's policies do not allow, with Pulsar's errors."""
-        type_name = SUBSCRIPTION_TYPES[sub_type]
-        if limits.subscription_types and type_name not in limits.subscription_types:
-            raise BrokerError(ServerError.NotAllowedError, f"Topic[{self.name}] doesn't support {type_name} sub type!")
-        if subscription is None and 0 < limits.max_subscriptions <= len(self.subscriptions):
-            raise BrokerError(
-                ServerError.NotAllowedError, f"Exceed the maximum number of subscriptions of the topic: {self.name}"
-            )
-        if 0 < limits.max_consumers <= sum(len(s.consumers) for s in self.subscriptions.values()):
-            raise BrokerError(ServerError.ConsumerBusy, "Topic reached max consumers limit")
-        if subscription is not None and 0 < limits.max_consumers_per_subscription <= len(subscription.consumers):
-            raise BrokerError(ServerError.ConsumerBusy, "Subscription reached max consumers limit")
 
     def create_subscription(self, sub_name: str, next_entry: int) -> Subscription:
         """Create a durable subscription with no consumer whose next entry is ``next_entry`` (admin)."""

@@ -471,3 +471,23 @@ def test_max_unacked_set_while_consumers_are_attached(run: Run) -> Outcome:
         consumer.acknowledge(message)
     outcome["after_ack"] = len(receive_n(consumer, 2, 3000))
     return outcome
+
+
+@scenario
+def test_namespace_limits_on_a_non_persistent_topic(run: Run) -> Outcome:
+    """A namespace's max consumers per topic and subscription types hold on its non-persistent topics too."""
+    namespace = _namespace(run, "np-limits")
+    ns = f"/admin/v2/namespaces/{namespace}"
+    outcome: dict[str, Any] = {
+        "set_max_consumers": run.admin("POST", ns + "/maxConsumersPerTopic", 1).status,
+        "set_types": run.admin("POST", ns + "/subscriptionTypesEnabled", ["Exclusive", "Shared"]).status,
+    }
+    time.sleep(1.0)
+    client = run.client()
+    topic = f"non-persistent://{namespace}/t"
+    client.subscribe(topic, "a")
+    outcome["second_consumer"] = run.attempt(lambda: client.subscribe(topic, "b") and "subscribed")
+    other = f"non-persistent://{namespace}/other"
+    failover = pulsar.ConsumerType.Failover
+    outcome["failover"] = run.attempt(lambda: client.subscribe(other, "c", consumer_type=failover) and "subscribed")
+    return outcome
