@@ -56,6 +56,8 @@ class BrokerConfig:
     super_user_roles: tuple[str, ...] = ()
 
 
+#: Store metadata kind of topic partitions' creation times (epoch milliseconds).
+_CREATED = "topic_created"
 #: A commit that replies wait for and that holds at most this many entries and bytes counts as small (see
 #: :class:`CommitRunner`): a few transactions' sends and markers, or a lone message.
 SMALL_COMMIT_ENTRIES = 32
@@ -112,6 +114,7 @@ class Broker:
             store,
             lambda topic: self.namespaces.schema_strategy(TopicName.parse(topic)),
             lambda topic: self.namespaces.allow_auto_update_schema(TopicName.parse(topic).namespace_name),
+            clock,
         )
         self.stats = BrokerStats(store, clock)
         self.topics: dict[str, Topic] = {}
@@ -119,6 +122,7 @@ class Broker:
         #: Non-persistent topic partitions, in memory only (a restart forgets them).
         self.non_persistent: dict[str, NonPersistentTopic] = {}
         self._records = store.topics()
+        self._creation_times = {name: int(ms) for name, ms in store.metadata(_CREATED).items()}
         self._partitioned = store.partitioned_topics()
         #: Watches of namespaces' topic lists (pattern consumers), told of every topic that comes or goes.
         self.topic_watches = TopicListWatches(self.topics_of_namespace)
@@ -213,6 +217,7 @@ class Broker:
             record = self.store.create_topic(name.full)
             self._records[name.full] = record
             self.topic_watches.changed(name.namespace_name)
+            self._created(name.full)
         loaded = Topic(self, name, record)
         self.topics[name.full] = loaded
         return loaded
@@ -273,7 +278,16 @@ class Broker:
         if name.full not in self._records:
             self._records[name.full] = self.store.create_topic(name.full)
             self.topic_watches.changed(name.namespace_name)
+            self._created(name.full)
         return self.topic(name.full)
+
+    def _created(self, topic: str) -> None:
+        self._creation_times[topic] = now_ms(self.clock)
+        self.store.put_metadata(_CREATED, topic, str(self._creation_times[topic]))
+
+    def created_ms(self, topic: str) -> int:
+        """When a topic partition was created (epoch milliseconds; 0 if before creation times were kept)."""
+        return self._creation_times.get(topic, 0)
 
     def delete_topic(self, topic: str) -> None:
         """Delete a topic partition: disconnect its clients, then drop its log, cursors and state."""
@@ -295,6 +309,9 @@ class Broker:
         if name.partition_index < 0:
             self.namespaces.delete_topic_policies(name.full)
         self.topic_watches.changed(name.namespace_name)
+        self.namespaces.set_topic_properties(name.full, None)
+        self._creation_times.pop(name.full, None)
+        self.store.put_metadata(_CREATED, name.full, None)
 
     def delete_partitioned_topic(self, topic: str) -> None:
         """Delete every partition of a partitioned topic, then its metadata."""
@@ -305,6 +322,7 @@ class Broker:
             self.authorization.permissions.forget_topic(partition)
         self._partitioned.pop(topic, None)
         self.store.set_partitioned_topic(topic, None)
+        self.namespaces.set_topic_properties(topic, None)
         self.namespaces.delete_topic_policies(topic)
         self.topic_watches.changed(TopicName.parse(topic).namespace_name)
         self.authorization.permissions.forget_topic(TopicName.parse(topic))

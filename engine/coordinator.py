@@ -66,6 +66,8 @@ class TxnMeta:
     opened_ms: int
     timeout_ms: int
     partitions: list[str] = field(default_factory=list)
+    #: The names partitions were added under where the client did not give the full name (reported as given).
+    partition_names: dict[str, str] = field(default_factory=dict)
     subscriptions: list[tuple[str, str]] = field(default_factory=list)
     waiters: list[Done] = field(default_factory=list)
     timed_out: bool = False
@@ -190,11 +192,14 @@ class Coordinators:
             self.broker.after_commit(lambda _: setattr(coordinator, "reserved", max(coordinator.reserved, block)), None)
         self.broker.after_commit(done, txn)
 
-    def add_partitions(self, txn: TxnId, partitions: list[str], done: Done) -> None:
-        """Register partitions the transaction produces to."""
+    def add_partitions(
+        self, txn: TxnId, partitions: list[str], done: Done, given: dict[str, str] | None = None
+    ) -> None:
+        """Register partitions the transaction produces to (full names; ``given``: the names the client gave, by
+        full name, reported instead)."""
         meta = self.require_open(txn)
         for partition in partitions:
-            self._enlist_partition(meta, partition)
+            self._enlist_partition(meta, partition, (given or {}).get(partition))
         done(txn)
 
     def enlist_partition(self, txn: TxnId, partition: str) -> TxnMeta:
@@ -208,10 +213,13 @@ class Coordinators:
         self._enlist_partition(meta, partition)
         return meta
 
-    def _enlist_partition(self, meta: TxnMeta, partition: str) -> None:
+    def _enlist_partition(self, meta: TxnMeta, partition: str, given: str | None = None) -> None:
         if partition not in meta.partitions:
             meta.partitions.append(partition)
-            self._record(meta, {"op": "partition", "topic": partition})
+            record = {"op": "partition", "topic": partition}
+            if given is not None and given != partition:
+                meta.partition_names[partition] = record["name"] = given
+            self._record(meta, record)
 
     def add_subscriptions(self, txn: TxnId, subscriptions: list[tuple[str, str]], done: Done) -> None:
         """Register subscriptions the transaction acknowledges on."""
@@ -362,6 +370,8 @@ class Coordinators:
                 continue
             elif record["op"] == "partition":
                 meta.partitions.append(record["topic"])
+                if "name" in record:
+                    meta.partition_names[record["topic"]] = record["name"]
             elif record["op"] == "subscription":
                 meta.subscriptions.append((record["topic"], record["subscription"]))
             elif record["op"] == "status":

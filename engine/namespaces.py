@@ -10,7 +10,8 @@ Every other policy is stored and returned as set.
 
 Topic policies are kept as Pulsar's ``TopicPolicies`` JSON object holds them, under the topic's name (a
 partitioned topic's name for all its partitions). Where one is set it wins over the namespace's: message TTL,
-retention, deduplication, the compaction threshold and each type of backlog quota.
+retention, deduplication, the compaction threshold, each type of backlog quota, and the limits of
+:class:`TopicLimits` (producers, consumers, subscriptions, subscription types, unacknowledged messages, message size).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine import backlog_quota
 from engine.clock import Cancellable, now_ms
@@ -38,11 +39,35 @@ _NAMED = re.compile(r"^[-=:.\w]+$")
 _TENANT = "tenant"
 _NAMESPACE = "namespace"
 _TOPIC = "topic_policies"
+_PROPERTIES = "topic_properties"
 #: Boundaries of the 4 bundles a namespace of a standalone Pulsar has.
 _BUNDLES = {
     "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"],
     "numBundles": 4,
 }
+
+
+#: Pulsar's broker.conf defaults of the limits topic and namespace policies override (0: no limit).
+MAX_UNACKED_PER_CONSUMER = 50_000
+MAX_UNACKED_PER_SUBSCRIPTION = 200_000
+#: Every subscription type, by the names policies use.
+SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
+
+
+class TopicLimits(NamedTuple):
+    """The limits in force on a topic (a topic's own policy, else its namespace's, else the broker's); 0 or None:
+    no limit."""
+
+    max_producers: int
+    max_consumers: int
+    max_consumers_per_subscription: int
+    max_subscriptions: int
+    #: Subscription types allowed (every type when empty).
+    subscription_types: tuple[str, ...]
+    max_unacked_per_consumer: int
+    max_unacked_per_subscription: int
+    #: Bytes of a message's metadata and payload (None: the broker's limit).
+    max_message_size: int | None
 
 
 def valid_name(name: str) -> bool:
@@ -96,6 +121,7 @@ class Namespaces:
         }
         #: Counts changes to namespace and topic policies, so that what is derived from them can be cached.
         self.generation = 0
+        self._limits: dict[str, tuple[int, TopicLimits]] = {}
         for namespace in builtin:
             tenant = namespace.partition("/")[0]
             if tenant not in self.tenants:
@@ -183,13 +209,58 @@ class Namespaces:
         self.generation += 1
         self.store.put_metadata(_TOPIC, topic, None)
 
-    def applied_policy(self, name: TopicName, topic_key: str, namespace_key: str) -> Any:
+    def topic_properties(self, topic: str) -> dict[str, str] | None:
+        """The properties of a (partitioned) topic, or None if none were ever set."""
+        value = self.store.metadata(_PROPERTIES).get(topic)
+        return None if value is None else json.loads(value)
+
+    def set_topic_properties(self, topic: str, properties: dict[str, str] | None) -> None:
+        """Replace (or, with None, forget) the properties of a (partitioned) topic."""
+        self.store.put_metadata(_PROPERTIES, topic, None if properties is None else json.dumps(properties))
+
+    def applied_policy(self, name: TopicName, topic_key: str, namespace_key: str | None) -> Any:
         """A policy in force on a topic, as set: the topic's own (a partition's: its partitioned topic's) value under
-        ``topic_key``, else its namespace's under ``namespace_key``; None if neither sets it."""
+        ``topic_key``, else its namespace's under ``namespace_key`` (``key*``: a map by cluster, this cluster's
+        value; None: the namespace has no such policy); None if neither sets it (an ``UNDEFINED`` schema
+        compatibility strategy is none)."""
         value = self._topic_policies.get(name.partitioned_parent.full, {}).get(topic_key)
-        return self.policy(name.namespace_name, namespace_key) if value is None else value
+        if value is not None or namespace_key is None:
+            return value
+        if namespace_key.endswith("*"):
+            return (self.policy(name.namespace_name, namespace_key[:-1]) or {}).get(self.cluster)
+        value = self.policy(name.namespace_name, namespace_key)
+        return None if value == "UNDEFINED" else value
 
     # -- the policies the engine applies: a topic's own, else its namespace's ------------------------
+
+    def limits(self, name: TopicName) -> TopicLimits:
+        """The limits in force on a topic partition (cached until a policy changes)."""
+        cached = self._limits.get(name.full)
+        if cached is not None and cached[0] == self.generation:
+            return cached[1]
+
+        def applied(topic_key: str, namespace_key: str | None, default: Any) -> Any:
+            value = self.applied_policy(name, topic_key, namespace_key)
+            return default if value is None else value
+
+        limits = TopicLimits(
+            int(applied("maxProducerPerTopic", "max_producers_per_topic", 0)),
+            int(applied("maxConsumerPerTopic", "max_consumers_per_topic", 0)),
+            int(applied("maxConsumersPerSubscription", "max_consumers_per_subscription", 0)),
+            int(applied("maxSubscriptionsPerTopic", "max_subscriptions_per_topic", 0)),
+            tuple(applied("subscriptionTypesEnabled", "subscription_types_enabled", None) or ()),
+            int(applied("maxUnackedMessagesOnConsumer", "max_unacked_messages_per_consumer", MAX_UNACKED_PER_CONSUMER)),
+            int(
+                applied(
+                    "maxUnackedMessagesOnSubscription",
+                    "max_unacked_messages_per_subscription",
+                    MAX_UNACKED_PER_SUBSCRIPTION,
+                )
+            ),
+            applied("maxMessageSize", None, None),
+        )
+        self._limits[name.full] = (self.generation, limits)
+        return limits
 
     def deduplication(self, name: TopicName) -> bool | None:
         """A topic's deduplication switch, or None to use the broker's."""

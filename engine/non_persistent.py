@@ -26,7 +26,7 @@ from engine.entry import Entry
 from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.subscription import Consumer, ConsumerGroup, Delivery, SubType, sticky_hash
-from engine.topic import Producer, ProducerHost
+from engine.topic import Producer, ProducerHost, check_consumer_limits
 from wire.pulsar_api_pb2 import MessageMetadata, ServerError
 
 if TYPE_CHECKING:
@@ -130,6 +130,8 @@ class NonPersistentTopic(ProducerHost):
         if consumer.read_compacted:
             raise BrokerError(ServerError.NotAllowedError, "readCompacted only valid on persistent topics")
         subscription = self.subscriptions.get(sub_name)
+        limits = self.broker.namespaces.limits(self.name)
+        check_consumer_limits(self.name, limits, self.subscriptions, sub_type, subscription, check_types=False)
         if subscription is None:
             subscription = NonPersistentSubscription(self, sub_name, sub_type, durable)
         subscription.add_consumer(consumer, sub_type, sticky)

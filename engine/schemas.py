@@ -6,11 +6,14 @@ import json
 from collections.abc import Callable
 
 from engine import schema_compat
+from engine.clock import Clock, now_ms
 from engine.errors import BrokerError
 from engine.schema_compat import BROKER_DEFAULT, Schema, consumer_incompatibility, producer_incompatibility
 from engine.store import Store, StoredSchema
 from wire.pulsar_api_pb2 import ServerError
 
+#: Store metadata kind of the times versions were registered (``<topic>#<version>``: epoch milliseconds).
+_REGISTERED = "schema_time"
 #: The type stored for the version a deletion adds (no ``Schema.Type`` has it; it never goes on the wire).
 DELETED = -100
 #: ``Schema.Type`` of a consumer that takes whatever schema the topic has (never checked, never added).
@@ -29,8 +32,11 @@ class SchemaRegistry:
         store: Store,
         strategy_of: Callable[[str], str] | None = None,
         auto_update_of: Callable[[str], bool] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._store = store
+        #: Dates registrations (without one, versions are dated 0).
+        self._clock = clock
         self._cache: dict[str, list[StoredSchema]] = {}
         #: The schema compatibility strategy in force on a topic.
         self._strategy_of = strategy_of
@@ -118,6 +124,8 @@ class SchemaRegistry:
         it only, and version numbers are never reused. ``force`` drops every version instead and answers -1.
         """
         if force:
+            for schema in self.versions(topic):
+                self._store.put_metadata(_REGISTERED, f"{topic}#{schema.version}", None)
             self._store.delete_schemas(topic)
             self.forget(topic)
             return -1
@@ -129,8 +137,14 @@ class SchemaRegistry:
 
     def _add(self, topic: str, schema: StoredSchema) -> int:
         self._store.add_schema(topic, schema)
+        if self._clock is not None:
+            self._store.put_metadata(_REGISTERED, f"{topic}#{schema.version}", str(now_ms(self._clock)))
         self.versions(topic).append(schema)
         return schema.version
+
+    def registered_ms(self, topic: str, version: int) -> int:
+        """When a version was registered (epoch milliseconds; 0 if unknown)."""
+        return int(self._store.metadata(_REGISTERED).get(f"{topic}#{version}", 0))
 
     def forget(self, topic: str) -> None:
         """Drop the cached versions of a topic (after deletion)."""

@@ -115,10 +115,23 @@ class Consumer:
     told_end_of_topic: bool = False
     #: Exclusive and Failover: read the topic's compacted view up to its horizon, then the log after it.
     read_compacted: bool = False
+    #: Shared and Key_Shared: entries it may hold unacknowledged before it gets no more (0: no limit).
+    max_unacked: int = 0
+    #: The properties the client gave the consumer (reported in topic stats).
+    metadata: dict[str, str] = field(default_factory=dict)
+    #: When its last FLOW came (epoch milliseconds; 0: none yet).
+    last_flow_ms: int = 0
 
     def ready(self) -> bool:
-        """Whether messages may go to this consumer now: it has permits, and its connection is not backed up."""
-        return self.permits > 0 and self.sink.writable
+        """Whether messages may go to this consumer now: it has permits, its connection is not backed up, and it is
+        not blocked for holding too many unacknowledged messages."""
+        return self.permits > 0 and self.sink.writable and not self.blocked_on_unacked
+
+    @property
+    def blocked_on_unacked(self) -> bool:
+        """Whether it holds as many unacknowledged entries as it may (Shared and Key_Shared only, as in Pulsar)."""
+        sub = self.subscription
+        return 0 < self.max_unacked <= len(self.pending) and sub is not None and not sub.single_active
 
 
 def _type_name(sub_type: SubType) -> str:
@@ -308,6 +321,10 @@ class Subscription(ConsumerGroup):
         self.pending_ack = PendingAck(self)
         #: Key_Shared: consumers that joined after others, with the read position at their arrival.
         self._recently_joined: dict[Consumer, int] = {}
+        #: Shared and Key_Shared: entries its consumers may hold unacknowledged together (0: no limit).
+        self.max_unacked = 0
+        #: The policy generation the unacknowledged limits were last taken from (-1: never).
+        self._limits_generation = -1
         #: Shared and Key_Shared: entries held back by delayed delivery, with the epoch milliseconds they are due at.
         self._delayed: dict[int, int] = {}
         self._delay_timer: Cancellable | None = None
@@ -387,7 +404,7 @@ class Subscription(ConsumerGroup):
                     self._replay.discard(entry_id)
         if changed:
             self.topic.cursor_changed(self)
-            if self._recently_joined:
+            if self._recently_joined or self.blocked_on_unacked or any(c.blocked_on_unacked for c in self.consumers):
                 self.dispatch()
             if self.topic.terminated is not None:
                 self._tell_end_of_topic()
@@ -506,7 +523,20 @@ class Subscription(ConsumerGroup):
             self._send(consumer, deliveries)
         return consumer.permits > 0 and position <= limit
 
+    def take_limits(self) -> None:
+        """Take up the unacknowledged-message limits in force: a topic policy may change while consumers are
+        attached, and applies to them as it does in Pulsar."""
+        namespaces = self.topic.broker.namespaces
+        if self._limits_generation == namespaces.generation:
+            return
+        limits = namespaces.limits(self.topic.name)
+        self._limits_generation = namespaces.generation
+        self.max_unacked = limits.max_unacked_per_subscription
+        for consumer in self.consumers:
+            consumer.max_unacked = limits.max_unacked_per_consumer
+
     def _dispatch_spread(self) -> bool:
+        self.take_limits()
         out: dict[Consumer, list[Delivery]] = {}
         budget = DISPATCH_BUDGET
         #: Bytes this pass may still deliver.
@@ -527,7 +557,7 @@ class Subscription(ConsumerGroup):
         limit = self.topic.read_limit
         position = self.read_position
         blocked = False
-        while budget > 0 and room > 0 and position <= limit and not blocked:
+        while budget > 0 and room > 0 and position <= limit and not blocked and not self.blocked_on_unacked:
             ready = [c for c in self.consumers if c.ready()]
             if len(self._replay) >= MAX_REPLAY_BACKLOG or not ready:
                 break
@@ -643,6 +673,12 @@ class Subscription(ConsumerGroup):
         return self._next_round_robin(Consumer.ready)
 
     # -- figures ----------------------------------------------------------------------------
+
+    @property
+    def blocked_on_unacked(self) -> bool:
+        """Whether its consumers hold as many unacknowledged entries as the subscription may (Shared and Key_Shared
+        only, as in Pulsar): it then dispatches nothing new until some are acknowledged."""
+        return 0 < self.max_unacked <= sum(len(c.pending) for c in self.consumers) and not self.single_active
 
     def backlog(self) -> int:
         """Entries after the cursor that are not acknowledged."""

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
 
@@ -16,8 +16,9 @@ from engine.entry import Entry
 from engine.entry_cache import EntryCache
 from engine.errors import BrokerError
 from engine.names import TopicName
+from engine.namespaces import SUBSCRIPTION_TYPES, TopicLimits
 from engine.store import TopicRecord
-from engine.subscription import Consumer, Subscription, SubType
+from engine.subscription import Consumer, ConsumerGroup, Subscription, SubType
 from engine.transactions import TxnId
 from engine.txn_buffer import TransactionBuffer
 from wire.framing import make_body, stored_payload
@@ -61,6 +62,8 @@ class Producer:
     topic: Topic | NonPersistentTopic | None = None
     #: The schema version the producer declared, if any.
     schema_version: int | None = None
+    #: The properties the client gave the producer (reported in topic stats).
+    metadata: dict[str, str] = field(default_factory=dict)
     #: Messages and bytes this producer published.
     messages_in: int = 0
     bytes_in: int = 0
@@ -71,6 +74,29 @@ class Producer:
 
 #: Completion of a publish: the entry id (or ``DUPLICATE``), or the error.
 PublishCallback = Callable[[int | BrokerError], None]
+
+
+def check_consumer_limits(
+    name: TopicName,
+    limits: TopicLimits,
+    subscriptions: Mapping[str, ConsumerGroup],
+    sub_type: SubType,
+    subscription: ConsumerGroup | None,
+    check_types: bool = True,
+) -> None:
+    """Refuse a consumer a topic's policies do not allow (``subscription``: the one it joins, None for a new one),
+    with Pulsar's errors; ``check_types``: whether the subscription types enabled apply (Pulsar's non-persistent
+    topics take any)."""
+    type_name = SUBSCRIPTION_TYPES[sub_type]
+    if check_types and limits.subscription_types and type_name not in limits.subscription_types:
+        raise BrokerError(ServerError.NotAllowedError, f"Topic[{name}] doesn't support {type_name} sub type!")
+    if subscription is None and 0 < limits.max_subscriptions <= len(subscriptions):
+        reason = f"Exceed the maximum number of subscriptions of the topic: {name}"
+        raise BrokerError(ServerError.NotAllowedError, reason)
+    if 0 < limits.max_consumers <= sum(len(s.consumers) for s in subscriptions.values()):
+        raise BrokerError(ServerError.ConsumerBusy, "Topic reached max consumers limit")
+    if subscription is not None and 0 < limits.max_consumers_per_subscription <= len(subscription.consumers):
+        raise BrokerError(ServerError.ConsumerBusy, "Subscription reached max consumers limit")
 
 
 class ProducerHost:
@@ -101,6 +127,9 @@ class ProducerHost:
                     ServerError.ProducerBusy,
                     f"Producer with name '{producer.name}' is already connected to topic '{self.name}'",
                 )
+        max_producers = self.broker.namespaces.limits(self.name).max_producers
+        if 0 < max_producers <= len(self.producers):
+            raise BrokerError(ServerError.ProducerBusy, f"Topic '{self.name}' reached max producers limit")
         mode = producer.access_mode
         if mode == AccessMode.EXCLUSIVE_WITH_FENCING:
             for existing in list(self.producers):
@@ -266,6 +295,10 @@ class Topic(ProducerHost):
                 done, BrokerError(ServerError.TopicTerminatedError, f"Topic {self.name} was already terminated")
             )
             return
+        max_size = self.broker.namespaces.limits(self.name).max_message_size
+        if max_size is not None and len(body) > max_size:
+            self.broker.after_commit(done, BrokerError(ServerError.NotAllowedError, "Exceed maximum message size"))
+            return
         if self._deduplicating():
             highest = max(sequence_id, highest_sequence_id)
             if sequence_id <= self._sequences.get(producer.name, -1):
@@ -357,6 +390,8 @@ class Topic(ProducerHost):
             )
         subscription = self.subscriptions.get(sub_name)
         created = subscription is None
+        limits = self.broker.namespaces.limits(self.name)
+        check_consumer_limits(self.name, limits, self.subscriptions, sub_type, subscription)
         if subscription is None:
             if start_entry is not None:
                 first = start_entry
@@ -368,6 +403,8 @@ class Topic(ProducerHost):
         elif not subscription.consumers:
             subscription.sub_type = sub_type
         subscription.add_consumer(consumer, sub_type, sticky)
+        subscription.take_limits()
+        consumer.max_unacked = limits.max_unacked_per_consumer
         if created:
             self.subscriptions[sub_name] = subscription
             if durable:

@@ -22,6 +22,7 @@ from twisted.internet.task import LoopingCall
 from twisted.python.failure import Failure
 
 from engine.authorization import TenantNotFoundError
+from engine.clock import now_ms
 from engine.cursor import mask_to_words, words_to_mask
 from engine.errors import BrokerError
 from engine.names import TopicName
@@ -561,7 +562,12 @@ class PulsarConnection(protocol.Protocol):
                 self.service.create_initial_subscription(topic, request.initial_subscription_name)
             name = request.producer_name or self.broker.generate_producer_name()
             producer = Producer(
-                request.producer_id, name, AccessMode(request.producer_access_mode), request.epoch, self
+                request.producer_id,
+                name,
+                AccessMode(request.producer_access_mode),
+                request.epoch,
+                self,
+                metadata={kv.key: kv.value for kv in request.metadata},
             )
             ready = topic.add_producer(producer)
         except BrokerError as exc:
@@ -726,6 +732,7 @@ class PulsarConnection(protocol.Protocol):
         if consumer is None:
             log.info("[%s] FLOW for unknown consumer %d", self.peer, request.consumer_id)
             return
+        consumer.last_flow_ms = now_ms(self.broker.clock)
         consumer.subscription.flow(consumer, flow_permits(request.messagePermits))  # type: ignore[union-attr]
 
     def _on_ack(self, command: BaseCommand, body: bytes | None) -> None:

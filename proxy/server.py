@@ -226,6 +226,7 @@ class BrokerService:
             epoch=request.consumer_epoch if request.HasField("consumer_epoch") else None,
             hash_ranges=ranges,
             read_compacted=request.read_compacted,
+            metadata={kv.key: kv.value for kv in request.metadata},
         )
         if isinstance(topic, NonPersistentTopic):
             topic.subscribe(

@@ -159,8 +159,8 @@ class TransactionCommands:
         def action(done: Callable[[Any], None]) -> None:
             self._require_connected(txn.most)
             self._require_owner(txn)
-            partitions = [TopicName.parse(p).full for p in request.partitions]
-            self.coordinators.add_partitions(txn, partitions, done)
+            given = {TopicName.parse(p).full: p for p in request.partitions}
+            self.coordinators.add_partitions(txn, list(given), done, given)
 
         self._run(T.ADD_PARTITION_TO_TXN_RESPONSE, request, txn, action)
 

@@ -13,7 +13,18 @@ from typing import TYPE_CHECKING
 
 from twisted.web import server
 
-from proxy.admin import access, metrics, permissions, schemas, status, tenants, topic_policies, topics, transactions
+from proxy.admin import (
+    access,
+    metrics,
+    permissions,
+    schemas,
+    status,
+    tenants,
+    topic_policies,
+    topics,
+    transactions,
+    unsupported,
+)
 from proxy.admin.auth import AdminAuthentication
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminResource, Router
@@ -27,7 +38,7 @@ if TYPE_CHECKING:
 def build_router(ctx: AdminContext) -> Router:
     """Every admin route."""
     router = Router()
-    for group in (tenants, permissions, topics, topic_policies, transactions, schemas, status, metrics):
+    for group in (tenants, permissions, topics, topic_policies, transactions, schemas, status, metrics, unsupported):
         group.register(router, ctx)
     router.wrap(access.guard(ctx))
     return router

@@ -156,7 +156,8 @@ class _Route:
 
 
 class Router:
-    """Routes ``(method, path pattern)`` to handlers; ``{name}`` segments are parameters."""
+    """Routes ``(method, path pattern)`` to handlers; ``{name}`` segments are parameters, ``{name:a|b}`` parameters
+    that take one of the values listed."""
 
     def __init__(self) -> None:
         self._by_length: dict[int, list[_Route]] = {}
@@ -164,7 +165,7 @@ class Router:
     def add(self, method: str, pattern: str, handler: Handler) -> None:
         """Register a handler; the pattern's literal segments win over parameters when both match."""
         parts = tuple(pattern.strip("/").split("/"))
-        literals = sum(1 for p in parts if not p.startswith("{"))
+        literals = sum(1 for p in parts if not p.startswith("{") or ":" in p)
         routes = self._by_length.setdefault(len(parts), [])
         routes.append(_Route(method, parts, handler, literals))
         routes.sort(key=lambda r: -r.literals)
@@ -187,27 +188,45 @@ class Router:
 
     def resolve(self, method: str, segments: list[str]) -> tuple[Handler, dict[str, str]]:
         """The handler and parameters of a request, or a 404 (no such path) / 405 (no such method)."""
-        path_matched = False
-        best: tuple[int, _Route, dict[str, str]] | None = None
-        for route in self._by_length.get(len(segments), ()):
-            params = _match(route.parts, segments)
-            if params is None:
-                continue
-            path_matched = True
-            if route.method == method and (best is None or route.literals > best[0]):
-                best = (route.literals, route, params)
+        best = self._best(method, segments)
         if best is not None:
-            return best[1].handler, best[2]
-        if path_matched:
+            return best[0].handler, best[1]
+        if any(_match(r.parts, segments) is not None for r in self._by_length.get(len(segments), ())):
             raise AdminError(405, f"Method {method} is not allowed on this resource")
         raise AdminError(404, "Not Found")
+
+    def routes(self) -> list[tuple[str, str]]:
+        """``(method, pattern)`` of every route."""
+        return [(r.method, "/" + "/".join(r.parts)) for routes in self._by_length.values() for r in routes]
+
+    def serves(self, method: str, pattern: str) -> bool:
+        """Whether a route of that method and pattern is registered."""
+        parts = tuple(pattern.strip("/").split("/"))
+        return any(r.method == method and r.parts == parts for r in self._by_length.get(len(parts), ()))
+
+    def pattern_of(self, method: str, segments: list[str]) -> str | None:
+        """The pattern of the route a request resolves to (None if none does)."""
+        best = self._best(method, segments)
+        return None if best is None else "/" + "/".join(best[0].parts)
+
+    def _best(self, method: str, segments: list[str]) -> tuple[_Route, dict[str, str]] | None:
+        """The route of that method matching the path with the most literal segments, and its parameters."""
+        for route in self._by_length.get(len(segments), ()):  # sorted: most literal segments first
+            if route.method == method:
+                params = _match(route.parts, segments)
+                if params is not None:
+                    return route, params
+        return None
 
 
 def _match(parts: tuple[str, ...], segments: list[str]) -> dict[str, str] | None:
     params: dict[str, str] = {}
     for part, segment in zip(parts, segments, strict=True):
         if part.startswith("{"):
-            params[part[1:-1]] = segment
+            name, _, choices = part[1:-1].partition(":")
+            if choices and segment not in choices.split("|"):
+                return None
+            params[name] = segment
         elif part != segment:
             return None
     return params

@@ -14,11 +14,11 @@ from engine.authorization import actions_of
 from engine.names import TopicName
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminError, Call, Router
+from proxy.admin.topics import T as TOPIC
 from proxy.admin.topics import parse_topic, partitions_of
 
 NS = "/admin/v2/namespaces/{tenant}/{namespace}"
 _ACTION = "org.apache.pulsar.common.policies.data.AuthAction"
-TOPIC = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}"
 
 
 def _set_of(value: Any, kind: str) -> list[Any]:

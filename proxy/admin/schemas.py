@@ -16,7 +16,7 @@ from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.store import StoredSchema
 from proxy.admin.context import AdminContext
-from proxy.admin.http import AdminError, Call, Router, json_reply
+from proxy.admin.http import AdminError, Call, Router, absent_reply, json_reply
 
 #: Pulsar's ``SchemaType`` names by the wire's ``Schema.Type`` numbers.
 SCHEMA_TYPES = {
@@ -49,12 +49,12 @@ SCHEMA_TYPES = {
 SCHEMA_TYPE_NUMBERS = {name: number for number, name in SCHEMA_TYPES.items()}
 
 
-def schema_response(schema: StoredSchema) -> dict[str, Any]:
-    """A version as Pulsar's ``GetSchemaResponse``."""
+def schema_response(schema: StoredSchema, registered_ms: int) -> dict[str, Any]:
+    """A version as Pulsar's ``GetSchemaResponse``, dated when it was registered."""
     return {
         "version": schema.version,
         "type": SCHEMA_TYPES.get(schema.type, str(schema.type)),
-        "timestamp": 0,
+        "timestamp": registered_ms,
         "data": schema.data.decode("utf-8", "replace"),
         "properties": json.loads(schema.properties),
     }
@@ -91,7 +91,7 @@ def register(router: Router, ctx: AdminContext) -> None:
         schema = schemas.get(topic, version)
         if schema is None:
             raise AdminError(404, "Schema not found")
-        return schema_response(schema)
+        return schema_response(schema, schemas.registered_ms(topic, schema.version))
 
     @router.route("GET", base + "/schema")
     def latest_schema(call: Call) -> Any:
@@ -104,7 +104,12 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("GET", base + "/schemas")
     def all_schemas(call: Call) -> Any:
-        return {"getSchemaResponses": [schema_response(s) for s in schemas.live(topic_of(call))]}
+        topic = topic_of(call)
+        return {
+            "getSchemaResponses": [
+                schema_response(s, schemas.registered_ms(topic, s.version)) for s in schemas.live(topic)
+            ]
+        }
 
     @router.route("POST", base + "/schema")
     def upload(call: Call) -> Any:
@@ -127,6 +132,23 @@ def register(router: Router, ctx: AdminContext) -> None:
             raise AdminError(500, reason)
         # Pulsar's IsCompatibilityResponse names its flag isCompatibility; Jackson writes it as "compatibility".
         return json_reply({"compatibility": True, "schemaCompatibilityStrategy": strategy}, 202)
+
+    @router.route("GET", base + "/metadata")
+    def metadata(call: Call) -> Any:
+        """Where the versions are kept, as Pulsar's ``SchemaMetadata``: no ledger here, so ledger -1 and the version
+        as the entry."""
+        live = schemas.live(topic_of(call))
+        if not live:
+            return absent_reply()
+        index = [{"ledgerId": -1, "entryId": s.version, "version": s.version} for s in live]
+        return {"info": index[-1], "index": index}
+
+    @router.route("POST", base + "/version")
+    def version_of(call: Call) -> Any:
+        """The version a schema was registered as (-1 if it was not)."""
+        type_, data, _ = posted_schema(call)
+        found = [s.version for s in schemas.live(topic_of(call)) if s.type == type_ and s.data == data]
+        return {"version": found[0] if found else -1}
 
     @router.route("DELETE", base + "/schema")
     def delete(call: Call) -> Any:

@@ -7,12 +7,22 @@ client's HTTP lookup also asks ``/admin/v2/{domain}/{t}/{ns}/{topic}/partitions`
 
 from __future__ import annotations
 
+import json
+from itertools import pairwise
 from typing import Any
 
+from engine import backlog_quota
+from engine.clock import now_ms
 from engine.errors import BrokerError
 from engine.names import TopicName
+from proxy.admin.bodies import as_object
 from proxy.admin.context import AdminContext
-from proxy.admin.http import TEXT, AdminError, Call, Router, text_reply
+from proxy.admin.dynamic_settings import DYNAMIC_SETTINGS
+from proxy.admin.http import TEXT, AdminError, Call, Reply, Router, absent_reply, text_reply
+
+#: Store metadata kinds: dynamic broker settings set through the admin API, and a cluster's failure domains.
+_DYNAMIC = "dynamic_config"
+_FAILURE_DOMAINS = "failure_domain"
 
 
 def register(router: Router, ctx: AdminContext) -> None:
@@ -97,6 +107,100 @@ def register(router: Router, ctx: AdminContext) -> None:
     def version(call: Call) -> Any:
         return text_reply(ctx.service.server_version, TEXT)
 
+    store = broker.store
+
+    @router.route("GET", "/admin/v2/brokers/configuration")
+    def dynamic_names(call: Call) -> Any:
+        return sorted(DYNAMIC_SETTINGS)
+
+    @router.route("GET", "/admin/v2/brokers/configuration/values")
+    def dynamic_values(call: Call) -> Any:
+        return store.metadata(_DYNAMIC)
+
+    @router.route("POST", "/admin/v2/brokers/configuration/{name}/{value}")
+    def set_dynamic(call: Call) -> Any:
+        """Store a dynamic setting as Pulsar does (it checks the name, not the value); it is reported, not applied."""
+        if call["name"] not in DYNAMIC_SETTINGS:
+            raise AdminError(412, "Can't update non-dynamic configuration")
+        store.put_metadata(_DYNAMIC, call["name"], call["value"])
+        return absent_reply()
+
+    @router.route("DELETE", "/admin/v2/brokers/configuration/{name}")
+    def delete_dynamic(call: Call) -> Any:
+        if call["name"] not in DYNAMIC_SETTINGS:
+            raise AdminError(412, "Can't delete non-dynamic configuration")
+        store.put_metadata(_DYNAMIC, call["name"], None)
+        return absent_reply()
+
+    @router.route("GET", "/admin/v2/brokers/internal-configuration")
+    def internal_configuration(call: Call) -> Any:
+        # No metadata store nor bookies: the URLs a client could use are none.
+        return {"metadataStoreUrl": "", "configurationMetadataStoreUrl": "", "ledgersRootPath": "/ledgers"}
+
+    @router.route("GET", "/admin/v2/brokers/backlog-quota-check")
+    def backlog_quota_check(call: Call) -> Any:
+        """Apply the backlog quotas now, as the periodic check does."""
+        now = now_ms(broker.clock)
+        for topic in list(broker.topics.values()):
+            if topic.name.namespace_name in broker.namespaces:
+                quotas = broker.namespaces.backlog_quotas(topic.name)
+                if quotas:
+                    backlog_quota.enforce(topic, quotas, now)
+        return None
+
+    @router.route("GET", "/admin/v2/brokers/{cluster}/{broker_id}/ownedNamespaces")
+    def owned_namespaces(call: Call) -> Any:
+        """Every bundle of every namespace, all owned by this endpoint (its only broker)."""
+        if call["broker_id"] not in active_brokers(call):
+            raise AdminError(404, f"Broker id '{call['broker_id']}' not found in available brokers.")
+        status = {"broker_assignment": "shared", "is_controlled": False, "is_active": True}
+        owned = {}
+        for namespace in broker.namespaces.names():
+            bounds = broker.namespaces.policies(namespace)["bundles"]["boundaries"]
+            for low, high in pairwise(bounds):
+                owned[f"{namespace}/{low}_{high}"] = dict(status)
+        return owned
+
+    # -- failure domains ---------------------------------------------------------------------------
+
+    def domains() -> dict[str, Any]:
+        return {name: json.loads(value) for name, value in store.metadata(_FAILURE_DOMAINS).items()}
+
+    @router.route("GET", "/admin/v2/clusters/{cluster}/failureDomains")
+    def failure_domains(call: Call) -> Any:
+        # As Pulsar: the domains of a cluster that does not exist are none.
+        return domains() if call["cluster"] == ctx.cluster else {}
+
+    @router.route("GET", "/admin/v2/clusters/{cluster}/failureDomains/{domain}")
+    def failure_domain(call: Call) -> Any:
+        require_cluster(call["cluster"])
+        found = domains().get(call["domain"])
+        if found is None:
+            raise AdminError(404, f"Domain {call['domain']} for cluster {call['cluster']} does not exist")
+        return found
+
+    @router.route("POST", "/admin/v2/clusters/{cluster}/failureDomains/{domain}")
+    def set_failure_domain(call: Call) -> Any:
+        require_cluster(call["cluster"])
+        body = as_object(call.json(required=True), "FailureDomain")
+        members = body.get("brokers") or []
+        if not isinstance(members, list) or not all(isinstance(b, str) for b in members):
+            raise AdminError(400, "Cannot deserialize the body as FailureDomain")
+        for other, domain in domains().items():
+            shared = sorted(set(domain.get("brokers", [])) & set(members))
+            if other != call["domain"] and shared:
+                raise AdminError(409, f"Domain [{other}] has already broker {shared[0]}")
+        store.put_metadata(_FAILURE_DOMAINS, call["domain"], json.dumps({"brokers": members}))
+        return Reply(204)
+
+    @router.route("DELETE", "/admin/v2/clusters/{cluster}/failureDomains/{domain}")
+    def delete_failure_domain(call: Call) -> Any:
+        require_cluster(call["cluster"])
+        if call["domain"] not in domains():
+            raise AdminError(404, f"Domain-name {call['domain']} or cluster {call['cluster']} does not exist")
+        store.put_metadata(_FAILURE_DOMAINS, call["domain"], None)
+        return absent_reply()
+
     @router.route("GET", "/admin/v2/brokers/configuration/runtime")
     def runtime_configuration(call: Call) -> Any:
         config = broker.config
@@ -109,4 +213,5 @@ def register(router: Router, ctx: AdminContext) -> None:
             "allowAutoTopicCreation": str(config.auto_topic_creation).lower(),
             "allowAutoTopicCreationType": "partitioned" if config.default_partitions > 0 else "non-partitioned",
             "defaultNumPartitions": str(max(config.default_partitions, 1)),
+            **store.metadata(_DYNAMIC),
         }

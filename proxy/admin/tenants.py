@@ -11,6 +11,8 @@ from typing import Any
 from engine.backlog_quota import BacklogQuota, QuotaType
 from engine.namespaces import valid_name
 from engine.schema_compat import STRATEGIES
+from engine.subscription import Subscription
+from proxy.admin.bodies import as_bool, as_int, bean
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminError, Call, Router, absent_reply, text_reply
 from proxy.admin.topics import namespace_topics
@@ -19,14 +21,17 @@ V2 = "/admin/v2"
 NS = V2 + "/namespaces/{tenant}/{namespace}"
 
 Check = Callable[[Any], Any]
+#: Namespace policies kept by this module under Pulsar's names (the bookie affinity group is a local policy there).
+_BOOKIE_AFFINITY = "bookieAffinityGroup"
+_ANTI_AFFINITY = "antiAffinityGroup"
+_DISPATCHER_PAUSE = "dispatcherPauseOnAckStatePersistentEnabled"
 
 
 def check_integer(minimum: int | None, reason: str) -> Check:
     """A check of an integer body: 400 if it is no integer, 412 with ``reason`` if it is under ``minimum``."""
 
     def check(value: Any) -> Any:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise AdminError(400, f"Cannot deserialize value {value!r} as an integer")
+        value = as_int(value)
         if minimum is not None and value < minimum:
             raise AdminError(412, reason)
         return value
@@ -35,10 +40,8 @@ def check_integer(minimum: int | None, reason: str) -> Check:
 
 
 def check_boolean(value: Any) -> Any:
-    """A boolean body as it is (400 otherwise)."""
-    if not isinstance(value, bool):
-        raise AdminError(400, f"Cannot deserialize value {value!r} as a boolean")
-    return value
+    """A boolean body (400 if it is none)."""
+    return as_bool(value)
 
 
 def _of_type(kind: type, label: str) -> Check:
@@ -54,9 +57,7 @@ def check_retention(value: Any) -> Any:
     """A ``RetentionPolicies`` body, normalised (400 if unreadable, 412 with Pulsar's reasons if invalid)."""
     if not isinstance(value, dict):
         raise AdminError(400, "Cannot deserialize the body as RetentionPolicies")
-    time, size = value.get("retentionTimeInMinutes", 0), value.get("retentionSizeInMB", 0)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (time, size)):
-        raise AdminError(400, "Cannot deserialize the body as RetentionPolicies")
+    time, size = as_int(value.get("retentionTimeInMinutes") or 0), as_int(value.get("retentionSizeInMB") or 0, "long")
     if size < -1:
         raise AdminError(412, "Invalid retention policy: size limit must be >= -1")
     if time < -1:
@@ -72,8 +73,11 @@ def check_retention(value: Any) -> Any:
 
 
 def _auto_topic_creation(value: Any) -> Any:
-    if not isinstance(value, dict) or not isinstance(value.get("allowAutoTopicCreation", False), bool):
+    if not isinstance(value, dict):
         raise AdminError(400, "Cannot deserialize the body as AutoTopicCreationOverride")
+    value = {**value, "allowAutoTopicCreation": as_bool(value.get("allowAutoTopicCreation", False))}
+    if value.get("defaultNumPartitions") is not None:
+        value["defaultNumPartitions"] = as_int(value["defaultNumPartitions"])
     problem = None
     if value.get("allowAutoTopicCreation"):
         kind, partitions = value.get("topicType"), value.get("defaultNumPartitions")
@@ -191,6 +195,22 @@ POLICIES: dict[str, tuple[str, str, Check]] = {
     ),
 }
 
+#: Policies Pulsar has no DELETE for (they are set to another value instead; a DELETE answers 405).
+_NOT_REMOVED = {
+    "allowedClusters",
+    "deduplicationSnapshotInterval",
+    "encryptionRequired",
+    "isAllowAutoUpdateSchema",
+    "offloadPolicies",
+    "offloadThreshold",
+    "offloadThresholdInSeconds",
+    "replication",
+    "schemaAutoUpdateCompatibilityStrategy",
+    "schemaCompatibilityStrategy",
+    "schemaValidationEnforced",
+    "subscriptionAuthMode",
+}
+
 #: Rate policies kept per cluster: ``endpoint: Policies field`` (a map keyed by the cluster name).
 CLUSTER_POLICIES = {
     "dispatchRate": "topicDispatchRate",
@@ -291,6 +311,11 @@ def register(router: Router, ctx: AdminContext) -> None:
         for cluster in given.get("replication_clusters") or []:
             if cluster != ctx.cluster:
                 raise AdminError(412, f"Cluster {cluster} does not exist.")
+        # As Pulsar's Policies of a namespace created through the API: an empty set of subscription types.
+        given.setdefault("subscription_types_enabled", [])
+        if not given.get("replication_clusters"):
+            # As Pulsar: a namespace created without replication clusters replicates to its own cluster.
+            given.pop("replication_clusters", None)
         for key in ("messageTTL", "retention", "autoTopicCreation", "schemaCompatibilityStrategy"):
             field, _, check = POLICIES[key]
             if given.get(field) is not None:
@@ -349,7 +374,8 @@ def register(router: Router, ctx: AdminContext) -> None:
 
         router.add("GET", f"{NS}/{endpoint}", get)
         router.add(method, f"{NS}/{endpoint}", put)
-        router.add("DELETE", f"{NS}/{endpoint}", delete)
+        if endpoint not in _NOT_REMOVED:
+            router.add("DELETE", f"{NS}/{endpoint}", delete)
 
     for endpoint, (field, method, check) in POLICIES.items():
         policy_routes(endpoint, field, method, check)
@@ -378,6 +404,107 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     for endpoint, field in CLUSTER_POLICIES.items():
         cluster_policy_routes(endpoint, field)
+
+    @router.route("GET", NS + "/persistence/bookieAffinity")
+    def bookie_affinity(call: Call) -> Any:
+        value = namespaces.policy(require_namespace(call), _BOOKIE_AFFINITY)
+        if value is None:
+            # Pulsar keeps the group in the namespace's local policies, which a namespace has once a group was set.
+            raise AdminError(404, "Namespace local-policies does not exist")
+        return value or absent_reply()
+
+    @router.route("POST", NS + "/persistence/bookieAffinity")
+    def set_bookie_affinity(call: Call) -> Any:
+        namespace = require_namespace(call)
+        value = bean(
+            call.json(required=True),
+            "BookieAffinityGroupData",
+            {"bookkeeperAffinityGroupPrimary": None, "bookkeeperAffinityGroupSecondary": None},
+        )
+        if not value.get("bookkeeperAffinityGroupPrimary"):
+            raise AdminError(412, "Bookkeeper affinity group primary can't be empty")
+        namespaces.set_policy(namespace, _BOOKIE_AFFINITY, value)
+        return None
+
+    @router.route("DELETE", NS + "/persistence/bookieAffinity")
+    def remove_bookie_affinity(call: Call) -> Any:
+        namespace = require_namespace(call)
+        if namespaces.policy(namespace, _BOOKIE_AFFINITY) is not None:
+            namespaces.set_policy(namespace, _BOOKIE_AFFINITY, {})
+        return None
+
+    @router.route("GET", NS + "/antiAffinity")
+    def anti_affinity(call: Call) -> Any:
+        value = namespaces.policy(require_namespace(call), _ANTI_AFFINITY)
+        return absent_reply() if value is None else text_reply(value)
+
+    @router.route("POST", NS + "/antiAffinity")
+    def set_anti_affinity(call: Call) -> Any:
+        namespace = require_namespace(call)
+        body = call.body.decode("utf-8", "replace").strip()
+        group = call.json() if body.startswith('"') else body
+        if not isinstance(group, str) or not group:
+            raise AdminError(412, "antiAffinityGroup can't be empty")
+        namespaces.set_policy(namespace, _ANTI_AFFINITY, group)
+        return None
+
+    @router.route("DELETE", NS + "/antiAffinity")
+    def remove_anti_affinity(call: Call) -> Any:
+        namespaces.set_policy(require_namespace(call), _ANTI_AFFINITY, None)
+        return None
+
+    @router.route("GET", V2 + "/namespaces/{cluster}/antiAffinity/{group}")
+    def anti_affinity_namespaces(call: Call) -> Any:
+        tenant = call.query.get("tenant") or ""
+        if call["cluster"] != ctx.cluster:
+            raise AdminError(404, "Cluster does not exist")
+        require_tenant(tenant)
+        # Pulsar lists the namespaces of the group whose name holds that cluster (tenant/cluster/namespace, the
+        # deprecated v1 form); namespaces here are all tenant/namespace.
+        return []
+
+    @router.route("GET", NS + "/dispatcherPauseOnAckStatePersistent")
+    def dispatcher_pause(call: Call) -> Any:
+        return bool(namespaces.policy(require_namespace(call), _DISPATCHER_PAUSE))
+
+    @router.route("POST", NS + "/dispatcherPauseOnAckStatePersistent")
+    def set_dispatcher_pause(call: Call) -> Any:
+        namespaces.set_policy(require_namespace(call), _DISPATCHER_PAUSE, True)
+        return None
+
+    @router.route("DELETE", NS + "/dispatcherPauseOnAckStatePersistent")
+    def remove_dispatcher_pause(call: Call) -> Any:
+        namespaces.set_policy(require_namespace(call), _DISPATCHER_PAUSE, None)
+        return None
+
+    @router.route("DELETE", NS + "/removeOffloadPolicies")
+    def remove_offload_policies(call: Call) -> Any:
+        namespaces.set_policy(require_namespace(call), "offload_policies", None)
+        return None
+
+    def subscriptions_of(namespace: str, sub_name: str | None) -> list[Subscription]:
+        subs = []
+        for name in namespace_topics(ctx, namespace):
+            topic = ctx.broker.topic(name, create=False)
+            subs.extend(s for n, s in topic.subscriptions.items() if sub_name in (None, n))
+        return subs
+
+    def clear_backlog(call: Call) -> Any:
+        for sub in subscriptions_of(require_namespace(call), call.params.get("subscription")):
+            sub.acknowledge_upto(sub.topic.read_limit)
+        return ctx.committed()
+
+    router.add("POST", NS + "/clearBacklog", clear_backlog)
+    router.add("POST", NS + "/clearBacklog/{subscription}", clear_backlog)
+
+    @router.route("POST", NS + "/unsubscribe/{subscription}")
+    def unsubscribe(call: Call) -> Any:
+        subs = subscriptions_of(require_namespace(call), call["subscription"])
+        if any(s.consumers for s in subs):
+            raise AdminError(412, "Subscription has active connected consumers")
+        for sub in subs:
+            sub.topic.remove_subscription(sub)
+        return ctx.committed()
 
     @router.route("GET", NS + "/backlogQuotaMap")
     def backlog_quotas(call: Call) -> Any:

@@ -2,9 +2,10 @@
 and the Java ``PulsarAdmin.topicPolicies()`` call them.
 
 Set on a non-partitioned topic or a partitioned one (for all its partitions), never on one partition; the topic must
-exist. GET answers the topic's own value (200 without a body when unset); with ``applied=true``, the value in force:
-the topic's, else the namespace's, else the broker's default. Paths, bodies, status codes and reasons follow Pulsar's
-``PersistentTopics``.
+exist. GET answers the topic's own value (when unset: 200 or 204 without a body, as Pulsar's resource method for that
+policy does); with ``applied=true``, the value in force: the topic's, else the namespace's, else the broker's default.
+Shadow topics are refused (501) once their names check out. Paths, bodies, status codes and reasons follow Pulsar's
+``PersistentTopics``; the limits among them are applied by the engine (``engine.namespaces.TopicLimits``).
 """
 
 from __future__ import annotations
@@ -14,11 +15,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.backlog_quota import BacklogQuota, QuotaType, RetentionPolicy
+from engine.errors import BrokerError
 from engine.names import TopicName
+from engine.namespaces import (
+    MAX_UNACKED_PER_CONSUMER,
+    MAX_UNACKED_PER_SUBSCRIPTION,
+    SUBSCRIPTION_TYPES,
+)
+from engine.schema_compat import STRATEGIES
+from proxy.admin.bodies import as_int, as_object, bean
 from proxy.admin.context import AdminContext
-from proxy.admin.http import AdminError, Call, Router, absent_reply
+from proxy.admin.http import AdminError, Call, Reply, Router, absent_reply
 from proxy.admin.tenants import backlog_quota_of, check_boolean, check_integer, check_retention
-from proxy.admin.topics import T, parse_topic
+from proxy.admin.topics import T, parse_topic, partitions_of
 
 _MAX_MESSAGE_SIZE_REASON = (
     "topic-level maxMessageSize must be greater than or equal to 0 and must be smaller than that in the broker-level"
@@ -32,11 +41,22 @@ class TopicPolicy:
     """One policy: its ``TopicPolicies`` field, the namespace ``Policies`` field it overrides, and how it is set."""
 
     field: str
-    namespace_field: str
-    #: The broker's value when neither level sets one.
+    #: The namespace's field; a ``*`` after it: a map of values by cluster name (rates).
+    namespace_field: str | None
+    #: The broker's value when neither level sets one (None: there is none).
     default: Callable[[AdminContext], Any]
     #: The value a set request carries (None: remove it).
     value: Callable[[Call], Any]
+    #: The method that sets it.
+    method: str = "POST"
+    #: The status Pulsar answers a read of an unset value with (its resource methods differ: 200 or 204).
+    unset_status: int = 200
+    #: What a read of an unset value answers (before ``applied``): nothing, or a value (booleans read false).
+    unset: Any = None
+    #: Whether Pulsar removes it with DELETE (else a DELETE answers 405).
+    removable: bool = True
+    #: Whether a read of an unset value answers the namespace's value when the namespace holds one (applied or not).
+    unset_reads_namespace: bool = False
 
 
 def _from_query(name: str, check: Callable[[Any], Any]) -> Callable[[Call], Any]:
@@ -63,6 +83,69 @@ def _retention(value: Any) -> Any:
         raise AdminError(400, exc.reason) from None
 
 
+def _bean(kind: str, fields: dict[str, Any]) -> Callable[[Any], Any]:
+    return lambda value: bean(value, kind, fields)
+
+
+def _persistence(value: Any) -> Any:
+    fields = {
+        "bookkeeperEnsemble": 2,
+        "bookkeeperWriteQuorum": 2,
+        "bookkeeperAckQuorum": 2,
+        "managedLedgerMaxMarkDeleteRate": -1.0,
+    }
+    policy = bean(value, "PersistencePolicies", fields)
+    ensemble, write, ack = (policy[k] for k in list(fields)[:3])
+    if not ensemble >= write >= ack > 0:
+        raise AdminError(400, f"Bookkeeper Ensemble ({ensemble}) >= WriteQuorum ({write}) >= AckQuorum ({ack})")
+    return policy
+
+
+def _subscription_types(value: Any) -> Any:
+    if not isinstance(value, list):
+        raise AdminError(400, "Cannot deserialize the body as a set of subscription types")
+    unknown = [t for t in value if t not in SUBSCRIPTION_TYPES]
+    if unknown:
+        # Pulsar reads an unknown name as null and fails on it with a NullPointerException (500).
+        raise AdminError(500, f"Unknown subscription type: {unknown[0]}")
+    return [t for t in SUBSCRIPTION_TYPES if t in value]  # in declaration order, as Pulsar writes the set
+
+
+def _schema_strategy(value: Any) -> Any:
+    # Jackson reads an unknown strategy as null, which removes the policy.
+    return value if value in STRATEGIES else None
+
+
+def _entry_filters(value: Any) -> Any:
+    names = bean(value, "EntryFilters", {"entryFilterNames": ""})["entryFilterNames"]
+    if not names.strip():
+        raise AdminError(400, "entryFilterNames can't be empty. To remove entry filters use the remove method.")
+    # No entry filter is installed here, as on a standalone Pulsar.
+    raise AdminError(400, f"Entry filter '{names.split(',')[0].strip()}' not found")
+
+
+def _count(reason: str) -> Callable[[Any], Any]:
+    return check_integer(0, reason)
+
+
+_DISPATCH_RATE = {
+    "dispatchThrottlingRateInMsg": 0,
+    "dispatchThrottlingRateInByte": 0,
+    "relativeToPublishRate": False,
+    "ratePeriodInSecond": 0,
+}
+#: The broker's dispatch rates when no level sets one (throttling off, one-second periods).
+_BROKER_DISPATCH_RATE = {**_DISPATCH_RATE, "ratePeriodInSecond": 1}
+
+
+#: The ``TopicPolicies`` field of per-subscription policies (a map by subscription name).
+_SUBSCRIPTION_POLICIES = "subscriptionPolicies"
+
+
+def _none(ctx: AdminContext) -> Any:
+    return None
+
+
 POLICIES: dict[str, TopicPolicy] = {
     "messageTTL": TopicPolicy(
         "messageTTLInSeconds",
@@ -84,20 +167,186 @@ POLICIES: dict[str, TopicPolicy] = {
         # An empty body removes it, as Pulsar reads a missing Boolean.
         _from_body(check_boolean, required=False),
     ),
-    # A topic's alone: Pulsar has no namespace policy for it (the namespace field is never set), and nothing applies
-    # when it is unset.
-    "maxMessageSize": TopicPolicy(
-        "maxMessageSize",
-        "",
-        lambda ctx: None,
-        # At most the broker's max message size, checked on setting it.
-        _from_body(check_integer(0, _MAX_MESSAGE_SIZE_REASON)),
-    ),
     "compactionThreshold": TopicPolicy(
         "compactionThreshold",
         "compaction_threshold",
         lambda ctx: 0,
         _from_body(check_integer(0, "Invalid value for compactionThreshold")),
+    ),
+    "maxProducers": TopicPolicy(
+        "maxProducerPerTopic",
+        "max_producers_per_topic",
+        lambda ctx: 0,
+        _from_body(_count("maxProducers must be 0 or more")),
+    ),
+    "maxConsumers": TopicPolicy(
+        "maxConsumerPerTopic",
+        "max_consumers_per_topic",
+        lambda ctx: 0,
+        _from_body(_count("maxConsumers must be 0 or more")),
+    ),
+    "maxConsumersPerSubscription": TopicPolicy(
+        "maxConsumersPerSubscription",
+        "max_consumers_per_subscription",
+        _none,
+        _from_body(_count("Invalid value for maxConsumersPerSubscription")),
+        unset_status=204,
+    ),
+    "maxUnackedMessagesOnConsumer": TopicPolicy(
+        "maxUnackedMessagesOnConsumer",
+        "max_unacked_messages_per_consumer",
+        lambda ctx: MAX_UNACKED_PER_CONSUMER,
+        _from_body(_count("maxUnackedNum must be 0 or more")),
+    ),
+    "maxUnackedMessagesOnSubscription": TopicPolicy(
+        "maxUnackedMessagesOnSubscription",
+        "max_unacked_messages_per_subscription",
+        lambda ctx: MAX_UNACKED_PER_SUBSCRIPTION,
+        _from_body(_count("maxUnackedNum must be 0 or more")),
+    ),
+    "maxMessageSize": TopicPolicy(
+        "maxMessageSize",
+        None,
+        _none,
+        _from_body(lambda value: value),  # checked against the broker's limit in the handler
+        unset_status=204,
+    ),
+    "maxSubscriptionsPerTopic": TopicPolicy(
+        "maxSubscriptionsPerTopic",
+        "max_subscriptions_per_topic",
+        _none,
+        _from_body(_count("maxSubscriptionsPerTopic must be 0 or more")),
+        unset_status=204,
+    ),
+    "persistence": TopicPolicy(
+        "persistence",
+        "persistence",
+        lambda ctx: {
+            "bookkeeperEnsemble": 1,
+            "bookkeeperWriteQuorum": 1,
+            "bookkeeperAckQuorum": 1,
+            "managedLedgerMaxMarkDeleteRate": 1.0,
+        },
+        _from_body(_persistence),
+    ),
+    "delayedDelivery": TopicPolicy(
+        "delayedDelivery",
+        "delayed_delivery_policies",
+        lambda ctx: {"tickTime": 1000, "active": True, "maxDeliveryDelayInMillis": 0},
+        _from_body(_bean("DelayedDeliveryPolicies", {"tickTime": 0, "active": False, "maxDeliveryDelayInMillis": 0})),
+    ),
+    "inactiveTopicPolicies": TopicPolicy(
+        "inactiveTopicPolicies",
+        "inactive_topic_policies",
+        lambda ctx: {
+            "inactiveTopicDeleteMode": "delete_when_no_subscriptions",
+            "maxInactiveDurationSeconds": 60,
+            "deleteWhileInactive": False,
+        },
+        _from_body(
+            _bean(
+                "InactiveTopicPolicies",
+                {"inactiveTopicDeleteMode": None, "maxInactiveDurationSeconds": 0, "deleteWhileInactive": False},
+            )
+        ),
+    ),
+    "subscriptionTypesEnabled": TopicPolicy(
+        "subscriptionTypesEnabled",
+        "subscription_types_enabled",
+        _none,
+        _from_body(_subscription_types),
+        unset_status=204,
+        unset_reads_namespace=True,
+    ),
+    "publishRate": TopicPolicy(
+        "publishRate",
+        "publishMaxMessageRate*",
+        _none,
+        _from_body(_bean("PublishRate", {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": -1})),
+        unset_status=204,
+    ),
+    "dispatchRate": TopicPolicy(
+        "dispatchRate",
+        "topicDispatchRate*",
+        lambda ctx: dict(_BROKER_DISPATCH_RATE),
+        _from_body(_bean("DispatchRate", _DISPATCH_RATE)),
+    ),
+    "subscriptionDispatchRate": TopicPolicy(
+        "subscriptionDispatchRate",
+        "subscriptionDispatchRate*",
+        lambda ctx: dict(_BROKER_DISPATCH_RATE),
+        _from_body(_bean("DispatchRate", _DISPATCH_RATE)),
+    ),
+    "replicatorDispatchRate": TopicPolicy(
+        "replicatorDispatchRate",
+        "replicatorDispatchRate*",
+        lambda ctx: dict(_BROKER_DISPATCH_RATE),
+        _from_body(_bean("DispatchRate", _DISPATCH_RATE)),
+    ),
+    "subscribeRate": TopicPolicy(
+        "subscribeRate",
+        "clusterSubscribeRate*",
+        lambda ctx: {"subscribeThrottlingRatePerConsumer": 0, "ratePeriodInSecond": 30},
+        _from_body(_bean("SubscribeRate", {"subscribeThrottlingRatePerConsumer": -1, "ratePeriodInSecond": 30})),
+    ),
+    "deduplicationSnapshotInterval": TopicPolicy(
+        "deduplicationSnapshotIntervalSeconds",
+        "deduplicationSnapshotIntervalSeconds",
+        _none,
+        _from_body(_count("interval must be 0 or more")),
+    ),
+    "offloadPolicies": TopicPolicy(
+        "offloadPolicies",
+        "offload_policies",
+        _none,
+        _from_body(lambda value: as_object(value, "OffloadPolicies")),
+    ),
+    "autoSubscriptionCreation": TopicPolicy(
+        "autoSubscriptionCreation",
+        "autoSubscriptionCreationOverride",
+        lambda ctx: {"allowAutoSubscriptionCreation": True},
+        _from_body(_bean("AutoSubscriptionCreationOverride", {"allowAutoSubscriptionCreation": False})),
+    ),
+    "replication": TopicPolicy(
+        "replicationClusters",
+        "replication_clusters",
+        lambda ctx: [ctx.cluster],
+        _from_body(lambda value: value),  # checked against the clusters in the handler
+    ),
+    "schemaCompatibilityStrategy": TopicPolicy(
+        "schemaCompatibilityStrategy",
+        "schema_compatibility_strategy",
+        lambda ctx: "FULL",
+        _from_body(_schema_strategy),
+        method="PUT",
+    ),
+    "schemaValidationEnforced": TopicPolicy(
+        "schemaValidationEnforced",
+        "schema_validation_enforced",
+        lambda ctx: False,
+        _from_body(check_boolean),
+        unset=False,
+        removable=False,
+    ),
+    "entryFilters": TopicPolicy(
+        "entryFilters",
+        "entryFilters",
+        lambda ctx: {"entryFilterNames": ""},
+        _from_body(_entry_filters),
+    ),
+    "dispatcherPauseOnAckStatePersistent": TopicPolicy(
+        "dispatcherPauseOnAckStatePersistentEnabled",
+        "dispatcherPauseOnAckStatePersistentEnabled",
+        lambda ctx: False,
+        # Setting it takes no body: it turns the pause on.
+        lambda call: True,
+        unset=False,
+    ),
+    "subscriptionExpirationTime": TopicPolicy(
+        "subscriptionExpirationTimeMinutes",
+        "subscription_expiration_time_minutes",
+        lambda ctx: 0,
+        _from_body(_count("SubscriptionExpirationTime must be 0 or more")),
     ),
 }
 
@@ -126,6 +375,32 @@ def register(router: Router, ctx: AdminContext) -> None:
             raise AdminError(404, f"Topic {name.full} not found")
         return name
 
+    def check(name: TopicName, policy: TopicPolicy, value: Any) -> None:
+        """Pulsar's checks of a value against what else is set (retention, broker limits, clusters)."""
+        if value is None:
+            return
+        if policy.field == "retentionPolicies":
+            minutes, megabytes = value["retentionTimeInMinutes"], value["retentionSizeInMB"]
+            quotas = namespaces.backlog_quotas(name)
+            if any(_exceeds_retention(quota, minutes, megabytes) for quota in quotas.values()):
+                raise AdminError(
+                    412,
+                    "Retention Quota must exceed configured backlog quota for topic. "
+                    "Please increase retention quota and retry",
+                )
+        elif policy.field == "maxMessageSize" and not 0 <= as_int(value) <= ctx.broker.config.max_message_size:
+            raise AdminError(412, _MAX_MESSAGE_SIZE_REASON)
+        elif policy.field == "replicationClusters":
+            if not isinstance(value, list) or not value:
+                raise AdminError(412, "ClusterIds should not be null or empty")
+            if ctx.cluster not in value:
+                raise AdminError(
+                    412, "Can not remove local cluster from the local topic-level replication clusters policy"
+                )
+            unknown = [c for c in value if c != ctx.cluster]
+            if unknown:
+                raise AdminError(404, f"Cluster {unknown[0]} does not exist")
+
     def policy_routes(endpoint: str, policy: TopicPolicy) -> None:
         def get(call: Call) -> Any:
             name = topic_of(call)
@@ -134,23 +409,19 @@ def register(router: Router, ctx: AdminContext) -> None:
                 if value is None:
                     value = policy.default(ctx)
             else:
-                value = namespaces.topic_policies(name.full).get(policy.field)
-            return absent_reply() if value is None else value
+                value = namespaces.topic_policies(name.full).get(policy.field, policy.unset)
+            if value is None and policy.unset_reads_namespace and policy.namespace_field is not None:
+                value = namespaces.policy(name.namespace_name, policy.namespace_field)
+            if value is None:
+                return absent_reply() if policy.unset_status == 200 else Reply(204)
+            return value
 
         def post(call: Call) -> Any:
             name = topic_of(call)
             value = policy.value(call)
-            if policy.field == "retentionPolicies":
-                minutes, megabytes = value["retentionTimeInMinutes"], value["retentionSizeInMB"]
-                quotas = namespaces.backlog_quotas(name)
-                if any(_exceeds_retention(quota, minutes, megabytes) for quota in quotas.values()):
-                    raise AdminError(
-                        412,
-                        "Retention Quota must exceed configured backlog quota for topic. "
-                        "Please increase retention quota and retry",
-                    )
-            if policy.field == "maxMessageSize" and value > broker.config.max_message_size:
-                raise AdminError(412, _MAX_MESSAGE_SIZE_REASON)
+            if policy.field == "maxMessageSize" and value is not None:
+                value = as_int(value)
+            check(name, policy, value)
             namespaces.set_topic_policy(name.full, policy.field, value)
             return None
 
@@ -159,11 +430,41 @@ def register(router: Router, ctx: AdminContext) -> None:
             return None
 
         router.add("GET", f"{T}/{endpoint}", get)
-        router.add("POST", f"{T}/{endpoint}", post)
-        router.add("DELETE", f"{T}/{endpoint}", delete)
+        router.add(policy.method, f"{T}/{endpoint}", post)
+        if policy.removable:
+            router.add("DELETE", f"{T}/{endpoint}", delete)
 
     for endpoint, policy in POLICIES.items():
         policy_routes(endpoint, policy)
+
+    def subscription_rates(name: TopicName) -> dict[str, Any]:
+        return dict(namespaces.topic_policies(name.full).get(_SUBSCRIPTION_POLICIES) or {})
+
+    @router.route("GET", T + "/{sub}/dispatchRate")
+    def subscription_dispatch_rate(call: Call) -> Any:
+        name = topic_of(call)
+        value = subscription_rates(name).get(call["sub"], {}).get("dispatchRate")
+        if value is None and call.flag("applied"):
+            policy = POLICIES["subscriptionDispatchRate"]
+            value = namespaces.applied_policy(name, policy.field, policy.namespace_field) or policy.default(ctx)
+        return absent_reply() if value is None else value
+
+    @router.route("POST", T + "/{sub}/dispatchRate")
+    def set_subscription_dispatch_rate(call: Call) -> Any:
+        name = topic_of(call)
+        value = bean(call.json(required=True), "DispatchRate", _DISPATCH_RATE)
+        rates = subscription_rates(name)
+        rates[call["sub"]] = {**rates.get(call["sub"], {}), "dispatchRate": value}
+        namespaces.set_topic_policy(name.full, _SUBSCRIPTION_POLICIES, rates)
+        return None
+
+    @router.route("DELETE", T + "/{sub}/dispatchRate")
+    def remove_subscription_dispatch_rate(call: Call) -> Any:
+        name = topic_of(call)
+        rates = subscription_rates(name)
+        rates.pop(call["sub"], None)
+        namespaces.set_topic_policy(name.full, _SUBSCRIPTION_POLICIES, rates or None)
+        return None
 
     @router.route("GET", T + "/backlogQuotaMap")
     def backlog_quotas(call: Call) -> Any:
@@ -198,6 +499,31 @@ def register(router: Router, ctx: AdminContext) -> None:
         current = dict(namespaces.topic_policies(name.full).get("backLogQuotaMap") or {})
         current.pop(call.query.get("backlogQuotaType") or QuotaType.DESTINATION_STORAGE, None)
         namespaces.set_topic_policy(name.full, "backLogQuotaMap", current or None)
+        return None
+
+    @router.route("GET", T + "/shadowTopics")
+    def shadow_topics(call: Call) -> Any:
+        topic_of(call)
+        return absent_reply()
+
+    @router.route("PUT", T + "/shadowTopics")
+    def set_shadow_topics(call: Call) -> Any:
+        topic_of(call)
+        shadows = call.json(required=True)
+        if not isinstance(shadows, list) or not shadows:
+            raise AdminError(412, "Cannot specify empty shadow topics, please use remove command instead.")
+        for shadow in shadows:
+            try:
+                shadow_name = TopicName.parse(str(shadow))
+            except BrokerError:
+                raise AdminError(412, f"Shadow topic [{shadow}] not exists.") from None
+            if not (broker.exists(shadow_name.full) or partitions_of(ctx, shadow_name)):
+                raise AdminError(412, f"Shadow topic [{shadow}] not exists.")
+        raise AdminError(501, "Shadow topics (PIP-180) are not supported by this endpoint")
+
+    @router.route("DELETE", T + "/shadowTopics")
+    def remove_shadow_topics(call: Call) -> Any:
+        topic_of(call)
         return None
 
     @router.route("DELETE", T + "/policies")

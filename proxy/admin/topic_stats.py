@@ -78,16 +78,16 @@ def consumer_stats(stats: BrokerStats, consumer: Consumer, sub: ConsumerGroup) -
         "availablePermits": max(consumer.permits, 0),
         "unackedMessages": unacked(sub, consumer),
         "avgMessagesPerEntry": 0,
-        "blockedConsumerOnUnackedMsgs": False,
+        "blockedConsumerOnUnackedMsgs": consumer.blocked_on_unacked,
         "drainingHashesCount": 0,
         "drainingHashesClearedTotal": 0,
         "drainingHashesUnackedMessages": 0,
         "lastAckedTimestamp": 0,
         "lastConsumedTimestamp": 0,
         "firstMessagesSentTimestamp": 0,
-        "lastConsumedFlowTimestamp": 0,
+        "lastConsumedFlowTimestamp": consumer.last_flow_ms,
         "firstConsumedFlowTimestamp": 0,
-        "metadata": {},
+        "metadata": dict(consumer.metadata),
         **_client_fields(consumer.sink),
     }
     if sub.sub_type == SubType.KEY_SHARED and consumer.hash_ranges:
@@ -120,7 +120,7 @@ def _subscription_fields(
         "msgRateExpired": 0.0,
         "totalMsgExpired": 0,
         "lastExpireTimestamp": 0,
-        "lastConsumedFlowTimestamp": 0,
+        "lastConsumedFlowTimestamp": max((c.last_flow_ms for c in sub.consumers), default=0),
         "lastConsumedTimestamp": 0,
         "lastAckedTimestamp": 0,
         "lastMarkDeleteAdvancedTimestamp": 0,
@@ -154,6 +154,7 @@ def subscription_stats(
     rates = stats.rates.of(sub, (sub.messages_out, sub.bytes_out))
     out = _subscription_fields(stats, sub, rates, backlog, int(backlog * avg_entry), consumers)
     out["isDurable"] = sub.durable
+    out["blockedSubscriptionOnUnackedMsgs"] = sub.blocked_on_unacked
     out["nonContiguousDeletedMessagesRanges"] = len(acked_ranges(sub)) if sub.cursor.acked else 0
     active = sub.active_consumer
     if active is not None and sub.single_active:
@@ -186,7 +187,7 @@ def publisher_stats(stats: BrokerStats, producer: Producer) -> dict[str, Any]:
         "producerId": producer.producer_id,
         "supportsPartialProducer": False,
         "producerName": producer.name,
-        "metadata": {},
+        "metadata": dict(producer.metadata),
         **_client_fields(producer.sink),
     }
 
@@ -264,6 +265,7 @@ def topic_stats(
         abortedTxnCount=len(txn.aborted),
         committedTxnCount=txn.committed,
         deduplicationStatus="Enabled" if topic.broker.deduplication(topic.name) else "Disabled",
+        topicCreationTimeStamp=topic.broker.created_ms(topic.name.full),
     )
     compaction = topic.compaction
     out["compaction"] = {

@@ -19,14 +19,15 @@ from engine.names import TopicName
 from engine.non_persistent import NonPersistentTopic
 from engine.subscription import Subscription
 from engine.topic import Topic
+from proxy.admin.bodies import as_int, as_object
 from proxy.admin.context import AdminContext
-from proxy.admin.http import AdminError, Call, Router
-from proxy.admin.messages import entry_reply
+from proxy.admin.http import AdminError, Call, Router, absent_reply
+from proxy.admin.messages import entry_reply, pulsar_time
 from proxy.admin.topic_stats import internal_stats, non_persistent_topic_stats, partitioned_stats, topic_stats
 from wire.message_id import EARLIEST, LATEST, MessageId
 
 V2 = "/admin/v2"
-NS = V2 + "/{domain}/{tenant}/{namespace}"
+NS = V2 + "/{domain:persistent|non-persistent}/{tenant}/{namespace}"
 T = NS + "/{topic}"
 SUB = T + "/subscription/{sub}"
 _ACTIVE = "Topic has active producers/subscriptions"
@@ -51,8 +52,6 @@ def _check_idle(topics: list[Topic | None]) -> None:
 
 def parse_topic(call: Call) -> TopicName:
     """The topic a path names (412 if the name is not valid)."""
-    if call["domain"] not in ("persistent", "non-persistent"):
-        raise AdminError(404, "Not Found")
     try:
         return TopicName.parse(f"{call['domain']}://{call['tenant']}/{call['namespace']}/{call['topic']}")
     except BrokerError:
@@ -60,8 +59,6 @@ def parse_topic(call: Call) -> TopicName:
 
 
 def _namespace_of(ctx: AdminContext, call: Call) -> str:
-    if call["domain"] not in ("persistent", "non-persistent"):
-        raise AdminError(404, "Not Found")
     namespace = f"{call['tenant']}/{call['namespace']}"
     if namespace not in ctx.broker.namespaces:
         raise AdminError(404, "Namespace does not exist")
@@ -208,12 +205,8 @@ def skip_entries(sub: Subscription, count: int) -> None:
 
 
 def _body_int(call: Call) -> int:
-    body = call.json(required=True)
-    if isinstance(body, dict):
-        body = body.get("partitions")
-    if not isinstance(body, int) or isinstance(body, bool):
-        raise AdminError(400, "Cannot deserialize the body as the number of partitions")
-    return body
+    """The partition count a body carries, read as Jackson reads an ``int`` (``"3"`` and ``3.0`` too)."""
+    return as_int(call.json(required=True))
 
 
 def register(router: Router, ctx: AdminContext) -> None:
@@ -548,7 +541,11 @@ def register(router: Router, ctx: AdminContext) -> None:
         position = call.path_integer("position")
         _no_partitioned(ctx, name, "Peek messages on a partitioned topic is not allowed")
         topic = existing_topic(ctx, name)
-        entry = _nth_unacked(topic, subscription_of(topic, call["sub"]), max(position, 1))
+        sub = topic.subscriptions.get(call["sub"])
+        if sub is None:
+            # As Pulsar: peeking a subscription that does not exist creates it, at the first entry.
+            sub = topic.create_subscription(call["sub"], topic.first_entry_id())
+        entry = _nth_unacked(topic, sub, max(position, 1))
         if entry is None:
             raise AdminError(404, "Message not found")
         return entry_reply(topic, entry)
@@ -598,6 +595,76 @@ def register(router: Router, ctx: AdminContext) -> None:
         if entry_id > topic.last_confirmed:
             return None
         return _message_id(topic, entry_id)
+
+    # -- properties and internal info ------------------------------------------------------------
+
+    def properties_target(call: Call) -> TopicName:
+        """The topic whose properties a request names: a partitioned topic, or a topic partition that exists."""
+        name = parse_topic(call)
+        if not partitions_of(ctx, name):
+            existing_topic(ctx, name)
+        return name
+
+    @router.route("GET", T + "/properties")
+    def get_properties(call: Call) -> Any:
+        name = properties_target(call)
+        properties = broker.namespaces.topic_properties(name.full)
+        if properties is None and partitions_of(ctx, name):
+            return absent_reply()
+        return properties or {}
+
+    @router.route("PUT", T + "/properties")
+    def update_properties(call: Call) -> Any:
+        name = properties_target(call)
+        body = call.json()
+        if body is None:
+            return None
+        given = as_object(body, "java.util.LinkedHashMap")
+        current = broker.namespaces.topic_properties(name.full) or {}
+        broker.namespaces.set_topic_properties(name.full, {**current, **{str(k): str(v) for k, v in given.items()}})
+        return None
+
+    @router.route("DELETE", T + "/properties")
+    def remove_property(call: Call) -> Any:
+        name = properties_target(call)
+        current = broker.namespaces.topic_properties(name.full)
+        key = call.query.get("key")
+        if current is not None and key in current:
+            del current[key]
+            broker.namespaces.set_topic_properties(name.full, current)
+        return None
+
+    def ledger_info(topic: Topic) -> dict[str, Any]:
+        """A ``ManagedLedgerInfo`` of a topic partition: its one ledger, its durable cursors, its properties."""
+        created = pulsar_time(broker.created_ms(topic.name.full) or broker.stats.started_ms)
+        cursors = {
+            sub_name: {"version": 0, "creationDate": created, "modificationDate": created, "cursorsLedgerId": -1}
+            for sub_name, sub in topic.subscriptions.items()
+            if sub.durable
+        }
+        out: dict[str, Any] = {
+            "version": 0,
+            "creationDate": created,
+            "modificationDate": created,
+            "ledgers": [{"ledgerId": topic.ledger_id, "timestamp": broker.stats.started_ms, "isOffloaded": False}],
+            "cursors": cursors,
+        }
+        properties = broker.namespaces.topic_properties(topic.name.full)
+        if properties:
+            out["properties"] = properties
+        return out
+
+    @router.route("GET", T + "/internal-info")
+    def internal_info(call: Call) -> Any:
+        name = parse_topic(call)
+        _require_namespace(ctx, name)
+        partitions = partitions_of(ctx, name)
+        if partitions:
+            return {
+                "version": 0,
+                "partitions": {t.name.full: ledger_info(t) for t in _partition_topics(ctx, name, partitions)},
+            }
+        return ledger_info(existing_topic(ctx, name))
 
     # -- termination ----------------------------------------------------------------------------
 

@@ -89,7 +89,10 @@ def register(router: Router, ctx: AdminContext) -> None:
         produced = {}
         for partition in meta.partitions:
             topic = broker.existing_topic(partition)
-            produced[partition] = in_buffer(topic, meta.txn) if topic else {"aborted": False}
+            # As Pulsar: under the name the client added it with.
+            produced[meta.partition_names.get(partition, partition)] = (
+                in_buffer(topic, meta.txn) if topic else {"aborted": False}
+            )
         acked: dict[str, dict[str, Any]] = {}
         for topic_name, sub_name in meta.subscriptions:
             topic = broker.existing_topic(topic_name)
