@@ -152,9 +152,10 @@ class PulsarConnection(protocol.Protocol):
         self._reading_paused = False
         #: Frames written during this reactor turn, sent together at its end (one ``send`` per turn).
         self._outbox: list[bytes] = []
-        #: Reads being handled (nested: the TLS port wraps the records of one network read in one read, see
-        #: begin_read): what they write is sent when the outermost ends, with no end-of-turn flush.
-        self._reads = 0
+        #: Whether a read is being handled: what it writes is sent when it ends, with no end-of-turn flush.
+        self._reading = False
+        #: What the TLS layer decrypted from one network read so far, handled as one read at its end (begin_read).
+        self._gathered: list[bytes] | None = None
         #: False while the transport holds more unsent bytes than its buffer size (the peer does not read): no
         #: messages are dispatched to this connection's consumers meanwhile (see pauseProducing).
         self.writable = True
@@ -205,26 +206,28 @@ class PulsarConnection(protocol.Protocol):
     def dataReceived(self, data: bytes) -> None:  # noqa: N802
         if self.state is State.CLOSED:
             return
+        if self._gathered is not None:
+            self._gathered.append(data)
+            return
         self._heard_since_ping = True
-        self._reads += 1
+        self._reading = True
         try:
             completed = self._handle_frames(data)
         finally:
-            self._reads -= 1
+            self._reading = False
         # The answers to this read go out now, not after the reads of every other connection in this turn.
-        if not self._reads:
-            self.flush()
+        self.flush()
         self._watch_unfinished_frame(completed)
 
     def begin_read(self) -> None:
-        """Hold what the reads until :meth:`end_read` write: they go out together then."""
-        self._reads += 1
+        """Gather the data received until :meth:`end_read` (the TLS records of one network read)."""
+        self._gathered = []
 
     def end_read(self) -> None:
-        """End what :meth:`begin_read` began; the outermost end sends what was written."""
-        self._reads -= 1
-        if not self._reads:
-            self.flush()
+        """Handle what was gathered since :meth:`begin_read` as one read."""
+        gathered, self._gathered = self._gathered, None
+        if gathered:
+            self.dataReceived(gathered[0] if len(gathered) == 1 else b"".join(gathered))
 
     def _watch_unfinished_frame(self, completed: bool) -> None:
         """Time a frame that has begun to arrive: a peer that never finishes it is dropped (slow loris).
@@ -336,7 +339,7 @@ class PulsarConnection(protocol.Protocol):
         """Send bytes unless the connection is closed: after the read being handled, else at the end of this turn."""
         if self.state is State.CLOSED:
             return
-        if not self._outbox and not self._reads:
+        if not self._outbox and not self._reading:
             self.service.flush_later(self)
         self._outbox.append(data)
 

@@ -102,10 +102,10 @@ def server_options(settings: Settings) -> Any:
 def wrap(factory: Any, options: Any) -> Any:
     """``factory``'s Pulsar connections spoken over TLS with ``options`` (see :func:`server_options`).
 
-    Twisted hands a connection each TLS record of a network read as a read of its own, and a Pulsar connection
-    sends its answers at the end of each read: one network read of many small SENDs would be answered in as many
-    encrypted writes. The connection is told where the network read begins and ends (``begin_read``,
-    ``end_read``), so its answers go out in one.
+    Twisted hands a connection each TLS record (at most 16 KiB) of a network read as a read of its own: a large
+    frame would arrive in many pieces, and many small SENDs would be answered in as many encrypted writes. The
+    connection is told where the network read begins and ends (``begin_read``, ``end_read``) and handles what it
+    decrypted to as one read, as on the plain port.
     """
     from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 

@@ -194,6 +194,28 @@ def test_wrong_host_name_is_refused_by_hostname_verification(material: Material,
         proc.stop()
 
 
+def test_required_trusted_client_certificate(material: Material, tmp_path: Path) -> None:
+    """tls-require-trusted-client-cert: a client without a certificate, or with one of another CA, fails the
+    handshake (Pulsar's tlsRequireTrustedClientCertOnConnect)."""
+    tls_port = free_port()
+    args = ["--tls-port", str(tls_port), "--tls-cert-file", material.path("server.pem"),
+            "--tls-key-file", material.path("server.key"), "--tls-trust-certs-file", material.path("ca.pem"),
+            "--tls-require-trusted-client-cert"]  # fmt: skip
+    proc = ServerProcess(tmp_path / "data", *args).start(timeout=30)
+    try:
+        url = f"pulsar+ssl://localhost:{tls_port}"
+        trust = {"tls_trust_certs_file_path": material.path("ca.pem"), "operation_timeout_seconds": 3}
+        # The C++ client retries a handshake the server fails until the operation times out.
+        assert _refused(make_client(url, **trust)) == "Timeout"
+        rogue = pulsar.AuthenticationTLS(material.path("rogue-client.pem"), material.path("rogue-client.key"))
+        assert _refused(make_client(url, authentication=rogue, **trust)) == "Timeout"
+        cert = pulsar.AuthenticationTLS(material.path("client.pem"), material.path("client.key"))
+        topic = f"persistent://public/default/required-{time.time_ns()}"
+        assert _round_trip(make_client(url, authentication=cert, **trust), topic) == [b"m0", b"m1", b"m2"]
+    finally:
+        proc.stop()
+
+
 def test_client_refreshes_an_expiring_token_on_a_live_connection(secured: Secured, material: Material) -> None:
     """AUTH_CHALLENGE: the client's token supplier is asked again after the first token expired."""
     issued: list[str] = []
