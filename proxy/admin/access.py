@@ -248,9 +248,14 @@ RULES: dict[tuple[str, str], Rule] = {
 _TOPIC_STATS = re.compile(r"^admin/v3/transactions/(transaction|pendingAck|positionStats)")
 
 
+_CONSTRAINED = re.compile(r"\{(\w+):[^}]*\}")
+
+
 def rule_of(method: str, pattern: str) -> Rule:
     """The check of a route: from :data:`RULES`, the policy tables, or (a route this table does not know) an admin
-    of its tenant where it names one, else a super-user."""
+    of its tenant where it names one, else a super-user. A parameter's allowed values do not matter here
+    (``{domain:persistent|non-persistent}`` is ``{domain}``)."""
+    pattern = _CONSTRAINED.sub(r"{\1}", pattern)
     rule = RULES.get((method, pattern))
     if rule is not None:
         return rule
@@ -261,6 +266,9 @@ def rule_of(method: str, pattern: str) -> Rule:
         return Rule(Check.NAMESPACE_POLICY, "READ" if method == "GET" else "WRITE", NAMESPACE_POLICIES[endpoint])
     if head == TOPIC and endpoint in TOPIC_POLICIES:
         return Rule(Check.TOPIC_POLICY, "READ" if method == "GET" else "WRITE", TOPIC_POLICIES[endpoint])
+    if head == NS and endpoint == "{bundle}" and method == "DELETE":
+        # Pulsar's bundle deletion: also what a DELETE of a namespace policy without a DELETE route of its own reaches.
+        return _namespace("DELETE_BUNDLE")
     if _TOPIC_STATS.match(pattern):
         return OPEN
     return UNLISTED if "{tenant}" in pattern else SUPER_USER
