@@ -300,7 +300,9 @@ class PulsarBatchReader(DataSourceReader):
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
+        if not isinstance(partition, RangePartition):
+            # Spark plans one ``InputPartition(None)`` when partitions() finds nothing to read.
+            return iter(())
         return read_range(self.options, self.value_schema, partition)
 
 
