@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from spark.client import Client
 from spark.pipeline import Event, build_query, produce, read_topic, sample_events, spark_session, window_totals
-from spark.txn_client import TransactionClient
 from tests.server_process import ServerProcess
 
 
@@ -89,7 +89,7 @@ def latency(spark: Any, url: str, rate: int, seconds: float, work: Path) -> dict
     stop = threading.Event()
 
     def feed() -> None:
-        with TransactionClient(url) as client:
+        with Client(url) as client:
             producers = [client.create_producer(s) for s in sources]
             sent = 0
             began = time.monotonic()
@@ -98,7 +98,7 @@ def latency(spark: Any, url: str, rate: int, seconds: float, work: Path) -> dict
                 for _ in range(due - sent):
                     now = int(time.time() * 1000)
                     event = Event(f"key-{sent % 50}", 1, now)
-                    producers[sent % 2].send(event.to_json(), key=event.key)
+                    producers[sent % 2].send_async(event.to_json(), partition_key=event.key)
                     sent += 1
                 for producer in producers:
                     producer.flush()
