@@ -174,6 +174,7 @@ def submit_command(
         "--conf", f"spark.executor.memory={executor_memory}",
         "--conf", "spark.executor.cores=1",
         "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.log.level=WARN",
         str(script),
         *args,
     ]

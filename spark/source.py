@@ -27,7 +27,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from spark.backoff import RETRYABLE, Backoff
 from spark.options import SOURCE_OPTIONS, OptionError, backoff, check_names, get_bool, get_int, service_url
-from spark.protocol import Client, full_topic_name
+from spark.protocol import Client, ConnectionLostError, full_topic_name
 from spark.reader import (
     EARLIEST,
     Columns,
@@ -466,6 +466,12 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 position, taken = count_until(
                     self.client, partition, cut[partition], ends[partition], allowed, self.options.poll_timeout
                 )
+                if taken == 0:
+                    # The broker reported messages after ``cut`` but none could be read (it is restarting).
+                    raise ConnectionLostError(
+                        f"{partition}: no message after {cut[partition].to_list()} could be read, though the broker "
+                        f"reported messages up to {ends[partition].to_list()}"
+                    )
                 cut[partition] = position
                 budget -= taken
                 if taken == allowed and position < ends[partition]:

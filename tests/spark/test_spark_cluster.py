@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import batches_in, name, publish, read_committed, values
+from spark_helpers import batches_in, name, read_committed, values
+from test_spark_reconnect import publish_keyed
 
 from spark.cluster import LocalCluster, _environment, py_files, submit_command
 
@@ -39,7 +40,7 @@ def test_a_job_on_a_standalone_cluster_survives_a_killed_executor_and_an_endpoin
     server = server_factory()
     source, sink = name("cluster-src"), name("cluster-sink")
     expected = [f"r{i}" for i in range(RECORDS)]
-    publish(server.url, source, expected, partition_key="k")
+    publish_keyed(server.url, source, expected)
     checkpoint = tmp_path / "checkpoint"
     with LocalCluster(tmp_path / "cluster", workers=2, cores=1, memory="1g") as cluster:
         command = submit_command(
