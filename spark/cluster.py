@@ -135,10 +135,10 @@ class LocalCluster:
         mine = []
         for pid in (int(p) for p in found.stdout.split()):
             try:
-                command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+                cwd = os.readlink(f"/proc/{pid}/cwd")  # a worker runs its executors in its work directory
             except OSError:
                 continue
-            if f"127.0.0.1:{self.port}" in command or str(self.work_dir) in command:
+            if Path(cwd).is_relative_to(self.work_dir.resolve()):
                 mine.append(pid)
         return mine
 

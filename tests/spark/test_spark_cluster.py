@@ -58,7 +58,8 @@ def test_a_job_on_a_standalone_cluster_survives_a_killed_executor_and_an_endpoin
             os.kill(executors[0], signal.SIGKILL)
             killed_at = len(batches_in(checkpoint, "commits"))
             _wait(lambda: len(batches_in(checkpoint, "commits")) >= killed_at + 2, "progress after the kill", job)
-            server.kill()
+            assert job.poll() is None and len(batches_in(checkpoint, "commits")) < RECORDS // PER_BATCH
+            server.kill()  # mid-stream
             time.sleep(10)
             server.start()
             assert job.wait(600) == 0, (tmp_path / "driver.log").read_text(errors="replace")[-4000:]
