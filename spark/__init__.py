@@ -5,6 +5,7 @@
 - :mod:`spark.client`: a Pulsar client with transactions for Python (the official client has none),
   ``from spark.client import Client``.
 - :mod:`spark.pipeline`: the example pipeline (``pulsar-txn-proxy demo``).
+- :mod:`spark.cluster`: a local Spark standalone cluster and ``spark-submit`` (``make spark-cluster-demo``).
 
 Importing this package does not import PySpark; :func:`register` does.
 """

@@ -17,6 +17,11 @@ Exactly-once streaming writes (``deliveryGuarantee=exactly-once``, the default):
    ``commit`` or ``abort`` of that batch; a transaction the coordinator no longer knows is resolved by
    its marker. Spark's ``abort`` aborts the transactions otherwise.
 
+A task or driver step that loses the broker reconnects with exponential back-off (``reconnectBackoffInitialMs``,
+``reconnectBackoffMaxMs``) for up to ``reconnectTimeoutMs``: a task keeps its rows and writes them again in a new
+transaction once the old one is aborted; the driver's commit and abort run again (they are idempotent through
+the commit log).
+
 Transactions of tasks that die without aborting (a killed executor) end by the coordinator's timeout
 (``transactionTimeoutMs``); until then they hold back read-committed consumers of the topics they
 wrote, as in Pulsar.
@@ -199,11 +204,9 @@ class _RowWriter:
 
 
 def _drop_client(options: SinkOptions) -> None:
-    """Forget this process's client of ``options`` (after a failure left its connections in doubt)."""
-    for key in [(options.service_url, options.batch_max_messages), (options.service_url, 1000)]:
-        client = _TXN_CLIENTS.pop(key, None)
-        if client is not None:
-            client.close()
+    """Forget this process's clients of the service URL (after a failure left their connections in doubt)."""
+    for key in [k for k in _TXN_CLIENTS if k[0] == options.service_url]:
+        _TXN_CLIENTS.pop(key).close()
 
 
 def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> TaskCommit:
@@ -230,7 +233,7 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> TaskC
         txn: Transaction | None = None
         try:
             while stale:
-                _end_quietly(client, tuple(stale[0]), commit=False)
+                _end_quietly(client, stale[0], commit=False)
                 stale.pop(0)
             writer = _RowWriter(options, client, None)
             for batch in rows():
