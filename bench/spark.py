@@ -167,10 +167,22 @@ def sink_compare(
 
 
 def _cluster_session(cluster: LocalCluster, work: Path) -> Any:
-    """A SparkSession whose executors run on ``cluster`` (this process is the driver, as with spark-submit)."""
-    spark = spark_session("pulsar-bench-cluster", master=cluster.master_url)
-    spark.sparkContext.addPyFile(str(py_files(work)))
-    return spark
+    """A SparkSession whose executors run on ``cluster`` (this process is the driver, as with spark-submit).
+
+    The executors share this machine, so the project's zip reaches their Python workers through PYTHONPATH (the
+    data source's tasks are not sent with ``addPyFile``'s includes).
+    """
+    shipped = str(py_files(work))
+    return spark_session(
+        "pulsar-bench-cluster",
+        master=cluster.master_url,
+        conf={
+            "spark.executorEnv.PYTHONPATH": shipped,
+            "spark.executor.memory": "512m",
+            "spark.executor.cores": "1",
+            "spark.pyspark.python": sys.executable,
+        },
+    )
 
 
 def _exactly_once_figures(spark: Any, url: str, args: argparse.Namespace, work: Path, label: str) -> None:

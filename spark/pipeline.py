@@ -206,17 +206,19 @@ def endpoint(data_dir: Path) -> Iterator[str]:
             process.wait()
 
 
-def spark_session(app: str = "pulsar-pipeline", cores: int = 2, master: str | None = None) -> Any:
+def spark_session(
+    app: str = "pulsar-pipeline", cores: int = 2, master: str | None = None, conf: dict[str, str] | None = None
+) -> Any:
     """A SparkSession with the ``pulsar`` source registered (Python workers use this interpreter).
 
-    ``master``: ``local[cores]`` by default, else a cluster's URL (``spark://host:7077``).
+    ``master``: ``local[cores]`` by default, else a cluster's URL (``spark://host:7077``); ``conf``: more settings.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     import spark as connector
 
-    session = (
+    builder = (
         SparkSession.builder.master(master or f"local[{cores}]")
         .appName(app)
         .config("spark.ui.enabled", "false")
@@ -225,8 +227,10 @@ def spark_session(app: str = "pulsar-pipeline", cores: int = 2, master: str | No
         .config("spark.sql.shuffle.partitions", str(cores))
         .config("spark.sql.streaming.stateStore.providerClass",
                 "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider")
-        .getOrCreate()
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     connector.register(session)
     return session
