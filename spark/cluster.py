@@ -83,9 +83,14 @@ class LocalCluster:
 
     def _launch(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = open(self.work_dir / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
+        env = _environment()
+        if name == "master":
+            # No REST submission server (its fixed port 6066 is shared by every master on the machine); a taken port
+            # fails the master (started again on other ports) instead of moving it to the next one.
+            env["SPARK_DAEMON_JAVA_OPTS"] = "-Dspark.master.rest.enabled=false -Dspark.port.maxRetries=0"
         process = subprocess.Popen(
             [str(spark_home() / "bin" / "spark-class"), *args],
-            env=_environment(),
+            env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -102,10 +107,8 @@ class LocalCluster:
     def start(self, timeout: float = 120.0) -> LocalCluster:
         """Start the master, then the workers; returns once every worker registered."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self._launch(
-            "master", "org.apache.spark.deploy.master.Master",
-            "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.ui_port),
-        )
+        deadline = time.monotonic() + timeout
+        self._start_master(deadline)
         for index in range(self.workers):
             work = self.work_dir / f"worker-{index}"
             work.mkdir(exist_ok=True)
@@ -114,7 +117,6 @@ class LocalCluster:
                 "--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
                 "--webui-port", str(_free_port()), "--work-dir", str(work), self.master_url,
             )
-        deadline = time.monotonic() + timeout
         while True:
             for process in self.processes:
                 if process.poll() is not None:
@@ -128,6 +130,25 @@ class LocalCluster:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the cluster did not start within {timeout:.0f} s; logs in {self.work_dir}")
             time.sleep(0.5)
+
+    def _start_master(self, deadline: float, attempts: int = 3) -> None:
+        """Start the master and wait for its web UI; free ports taken meanwhile by another process cost a retry."""
+        for attempt in range(attempts):
+            master = self._launch(
+                "master", "org.apache.spark.deploy.master.Master",
+                "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.ui_port),
+            )
+            while master.poll() is None and time.monotonic() < deadline:
+                try:
+                    self.state()
+                    return
+                except OSError:
+                    time.sleep(0.3)
+            if master.poll() is None or attempt == attempts - 1:
+                break
+            self.processes.remove(master)
+            self.port, self.ui_port = _free_port(), _free_port()
+        raise RuntimeError(f"the Spark master did not start; its log is in {self.work_dir / 'master.log'}")
 
     def executor_pids(self) -> list[int]:
         """Process ids of the executor JVMs the workers launched."""

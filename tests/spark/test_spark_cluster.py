@@ -68,6 +68,7 @@ def test_a_job_on_a_standalone_cluster_survives_a_killed_executor_and_an_endpoin
                 job.kill()
             log.close()
     assert len(batches_in(checkpoint, "commits")) == RECORDS // PER_BATCH
+    assert "Lost executor" in (tmp_path / "driver.log").read_text(errors="replace")  # Spark saw the kill
     # The killed executor's open transaction holds read-committed readers back until its timeout (20 s).
     deadline = time.monotonic() + 60
     got = values(read_committed(server.url, sink))
