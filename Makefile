@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container demo conformance crash-loop fuzz model clean
+.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container demo spark-cluster-demo conformance crash-loop fuzz model clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ proto: | $(BIN)/python
 ## demo: the Spark pipeline example end to end (endpoint, sample data, PySpark in local mode)
 demo: $(VENV)/.installed-test
 	$(BIN)/pulsar-txn-proxy demo $(ARGS)
+
+## spark-cluster-demo: the demo pipeline on a local Spark standalone cluster (a master and 2 workers started with
+## PySpark's spark-class, the job sent with spark-submit --master spark://...), then the cluster is stopped
+spark-cluster-demo: $(VENV)/.installed-test
+	$(BIN)/python -m spark.cluster $(ARGS)
 
 ## conformance: the conformance suite against this endpoint and a real Apache Pulsar 4.2.4 side by side (Java 17+,
 ## Maven; ARGS="--record-golden" re-records tests/conformance/golden), then the transaction workload, 60 s on each

@@ -11,7 +11,9 @@ Throughput is given two ways: wall time of a ``Trigger.AvailableNow`` query from
 (query start-up included), and the rate over the batches' own durations (``triggerExecution``). A small
 query (and a small pipeline run) goes first to warm the JVM and the Python workers up; each query still
 pays its own start-up (planning, Spark's Python planner and commit processes), about 1-3 s.
-Run: ``.venv/bin/python bench/spark.py [--messages N] [--events N]``.
+The exactly-once figures (pipeline, sink cost) are taken in local mode and on a local standalone cluster (a master
+and two workers started with PySpark's launcher; this process is the driver, the executors are the workers' JVMs).
+Run: ``.venv/bin/python bench/spark.py [--messages N] [--events N] [--deployments local,cluster]``.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from spark.client import Client
+from spark.cluster import LocalCluster, py_files
 from spark.pipeline import Event, build_query, produce, read_topic, sample_events, spark_session, window_totals
-from spark.txn_client import TransactionClient
 from tests.server_process import ServerProcess
 
 
@@ -89,7 +92,7 @@ def latency(spark: Any, url: str, rate: int, seconds: float, work: Path) -> dict
     stop = threading.Event()
 
     def feed() -> None:
-        with TransactionClient(url) as client:
+        with Client(url) as client:
             producers = [client.create_producer(s) for s in sources]
             sent = 0
             began = time.monotonic()
@@ -98,7 +101,7 @@ def latency(spark: Any, url: str, rate: int, seconds: float, work: Path) -> dict
                 for _ in range(due - sent):
                     now = int(time.time() * 1000)
                     event = Event(f"key-{sent % 50}", 1, now)
-                    producers[sent % 2].send(event.to_json(), key=event.key)
+                    producers[sent % 2].send_async(event.to_json(), partition_key=event.key)
                     sent += 1
                 for producer in producers:
                     producer.flush()
@@ -163,6 +166,43 @@ def sink_compare(
     }
 
 
+def _cluster_session(cluster: LocalCluster, work: Path) -> Any:
+    """A SparkSession whose executors run on ``cluster`` (this process is the driver, as with spark-submit).
+
+    The executors share this machine, so the project's zip reaches their Python workers through PYTHONPATH (the
+    data source's tasks are not sent with ``addPyFile``'s includes).
+    """
+    shipped = str(py_files(work))
+    return spark_session(
+        "pulsar-bench-cluster",
+        master=cluster.master_url,
+        conf={
+            "spark.executorEnv.PYTHONPATH": shipped,
+            "spark.executor.memory": "512m",
+            "spark.executor.cores": "1",
+            "spark.pyspark.python": sys.executable,
+        },
+    )
+
+
+def _exactly_once_figures(spark: Any, url: str, args: argparse.Namespace, work: Path, label: str) -> None:
+    """The pipeline's rate and the exactly-once sink against at-least-once, on one Spark deployment."""
+    pipeline(spark, url, 10_000, work)  # warm-up: the aggregation and the sink's code paths
+    p = pipeline(spark, url, args.events, work)
+    print(
+        f"[{label}] pipeline end to end (exactly-once): {p['wall']:,.0f} rows/s wall ({args.events:,} events), "
+        f"{p['batches']:,.0f} rows/s over batch durations; aggregates exact: {bool(p['exact'])}"
+    )
+    s = sink_compare(spark, url, args.messages, work, 10_000)
+    once, least = s["exactly-once"], s["at-least-once"]
+    print(
+        f"[{label}] copy into the sink, {args.messages:,} messages in 10,000-message batches: exactly-once "
+        f"{once['wall']:,.0f} rows/s wall ({once['batches']:,.0f} over batches), at-least-once "
+        f"{least['wall']:,.0f} rows/s wall ({least['batches']:,.0f}); cost ratio at-least-once/exactly-once "
+        f"{least['wall'] / once['wall']:.2f} wall ({least['batches'] / once['batches']:.2f} over batches)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=300_000, help="messages for the read and sink runs")
@@ -170,42 +210,43 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=5_000, help="events/s during the latency run")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of the latency run")
     parser.add_argument("--partitions", type=int, default=2, help="partitions of each topic")
+    parser.add_argument(
+        "--deployments", default="local,cluster",
+        help="local (local[2], with the read and latency figures) and/or cluster (a local standalone cluster: a "
+        "master and 2 workers of 1 core each)",
+    )
     args = parser.parse_args()
+    deployments = args.deployments.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         server = ServerProcess(work / "data", "--default-partitions", str(args.partitions), "--log-level", "WARNING")
         server.start()
         try:
-            spark = spark_session("pulsar-bench")
-            print(f"PySpark {spark.version}, local[2], topics with {args.partitions} partitions, endpoint {server.url}")
-            read_noop(spark, server.url, 20_000)  # warm-up: JVM code paths, Python workers
-            r = read_noop(spark, server.url, args.messages)
-            print(
-                f"streaming read -> noop sink: {r['wall']:,.0f} msg/s wall ({args.messages:,} messages), "
-                f"{r['batches']:,.0f} msg/s over batch durations"
-            )
-            pipeline(spark, server.url, 20_000, work)  # warm-up: the aggregation and the sink's code paths
-            p = pipeline(spark, server.url, args.events, work)
-            print(
-                f"pipeline end to end: {p['wall']:,.0f} msg/s wall ({args.events:,} events), "
-                f"{p['batches']:,.0f} msg/s over batch durations; aggregates exact: {bool(p['exact'])}"
-            )
-            lat = latency(spark, server.url, args.rate, args.seconds, work)
-            print(
-                f"micro-batch latency at a 1 s trigger, {args.rate:,} events/s: p50 {lat['p50']:.0f} ms, "
-                f"p95 {lat['p95']:.0f} ms ({lat['batches']} batches)"
-            )
-            for per_batch in (None, 10_000):
-                s = sink_compare(spark, server.url, args.messages, work, per_batch)
-                once, least = s["exactly-once"], s["at-least-once"]
-                size = f"{per_batch:,}-message batches" if per_batch else "one batch"
+            if "local" in deployments:
+                spark = spark_session("pulsar-bench")
                 print(
-                    f"copy into the sink, {args.messages:,} messages in {size}: exactly-once "
-                    f"{once['wall']:,.0f} msg/s wall ({once['batches']:,.0f} over batches), at-least-once "
-                    f"{least['wall']:,.0f} msg/s wall ({least['batches']:,.0f}); ratio "
-                    f"{once['wall'] / least['wall']:.2f} ({once['batches'] / least['batches']:.2f} over batches)"
+                    f"PySpark {spark.version}, local[2], topics with {args.partitions} partitions, "
+                    f"endpoint {server.url}"
                 )
-            spark.stop()
+                read_noop(spark, server.url, 20_000)  # warm-up: JVM code paths, Python workers
+                r = read_noop(spark, server.url, args.messages)
+                print(
+                    f"[local[2]] streaming read -> noop sink: {r['wall']:,.0f} msg/s wall ({args.messages:,} "
+                    f"messages), {r['batches']:,.0f} msg/s over batch durations"
+                )
+                _exactly_once_figures(spark, server.url, args, work, "local[2]")
+                lat = latency(spark, server.url, args.rate, args.seconds, work)
+                print(
+                    f"[local[2]] micro-batch latency at a 1 s trigger, {args.rate:,} events/s: p50 {lat['p50']:.0f} "
+                    f"ms, p95 {lat['p95']:.0f} ms ({lat['batches']} batches)"
+                )
+                spark.stop()
+            if "cluster" in deployments:
+                with LocalCluster(work / "cluster", workers=2, cores=1, memory="1g") as cluster:
+                    spark = _cluster_session(cluster, work)
+                    print(f"standalone cluster {cluster.master_url}: 2 workers, 1 core and 512 MiB executors each")
+                    _exactly_once_figures(spark, server.url, args, work, "cluster")
+                    spark.stop()
         finally:
             server.stop()
 

@@ -2,8 +2,10 @@
 
 - :class:`spark.datasource.PulsarDataSource`: ``spark.dataSource.register(PulsarDataSource)``, then
   ``spark.read/readStream/write/writeStream.format("pulsar")``.
-- :mod:`spark.txn_client`: Pulsar transactions from Python (the official client has none).
+- :mod:`spark.client`: a Pulsar client with transactions for Python (the official client has none),
+  ``from spark.client import Client``.
 - :mod:`spark.pipeline`: the example pipeline (``pulsar-txn-proxy demo``).
+- :mod:`spark.cluster`: a local Spark standalone cluster and ``spark-submit`` (``make spark-cluster-demo``).
 
 Importing this package does not import PySpark; :func:`register` does.
 """

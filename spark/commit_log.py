@@ -21,8 +21,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from spark.client import Client, Producer, Transaction
 from spark.reader import EARLIEST, PartitionReader, Position, TopicProbe, is_empty
-from spark.txn_client import Producer, Transaction, TransactionClient
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class SinkState:
     intent: list[TaskTxn] = field(default_factory=list)
 
 
-def markers_partition(client: TransactionClient, commit_log_topic: str) -> str:
+def markers_partition(client: Client, commit_log_topic: str) -> str:
     """The topic partition that holds a sink's markers."""
     return client.partition_names(f"{commit_log_topic}-markers")[0]
 
@@ -71,7 +71,7 @@ def markers_partition(client: TransactionClient, commit_log_topic: str) -> str:
 class CommitLog:
     """Reads and appends the commit log and markers of one sink."""
 
-    def __init__(self, client: TransactionClient, topic: str, sink_id: str) -> None:
+    def __init__(self, client: Client, topic: str, sink_id: str) -> None:
         self.client = client
         # If the broker creates topics partitioned, the log lives in partition 0 (one ordered log).
         self.topic = client.partition_names(topic)[0]
@@ -84,7 +84,7 @@ class CommitLog:
         if self._producer is None:
             self._producer = self.client.create_producer(self.topic)
         record = {"sink": self.sink_id, "time": int(time.time() * 1000), **record}
-        mid = self._producer.send_and_wait(json.dumps(record).encode(), key=self.sink_id)
+        mid = self._producer.send(json.dumps(record).encode(), partition_key=self.sink_id)
         return Position(mid.ledger, mid.entry, 0)
 
     def write_marker(self, batch_id: int, partition: int, attempt: int, txn: Transaction) -> tuple[int, int, int]:
@@ -93,7 +93,7 @@ class CommitLog:
             self._markers = self.client.create_producer(self.markers_topic)
         record = {"sink": self.sink_id, "kind": "marker", "batch": batch_id, "partition": partition,
                   "attempt": attempt, "txn": list(txn.id)}
-        mid = self._markers.send_and_wait(json.dumps(record).encode(), key=self.sink_id, txn=txn)
+        mid = self._markers.send(json.dumps(record).encode(), partition_key=self.sink_id, txn=txn)
         return (mid.ledger, mid.entry, 0)
 
     def write_intent(self, batch_id: int, txns: list[TaskTxn]) -> None:
@@ -151,7 +151,7 @@ class CommitLog:
         """
         position = Position(*marker)
         producer = self.client.create_producer(self.markers_topic)
-        mid = producer.send_and_wait(json.dumps({"sink": self.sink_id, "kind": "probe"}).encode())
+        mid = producer.send(json.dumps({"sink": self.sink_id, "kind": "probe"}).encode())
         probe_position = Position(mid.ledger, mid.entry, 0)
         deadline = time.monotonic() + wait
         probe = TopicProbe(self.client)

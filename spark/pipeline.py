@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spark.protocol import Client, full_topic_name
+from spark.client import Client
+from spark.protocol import full_topic_name
 from spark.reader import EARLIEST, PartitionReader, TopicProbe, is_empty, message_id_bytes
-from spark.txn_client import TransactionClient
 
 SOURCES = ("source-a1", "source-a2")
 SINK = "sink-b"
@@ -126,11 +126,11 @@ def window_totals(events: Iterable[Event], window_ms: int = 10_000) -> dict[tupl
 
 def produce(service_url: str, topic: str, events: Iterable[Event]) -> int:
     """Publish events as JSON (no transaction); returns how many."""
-    with TransactionClient(service_url) as client:
+    with Client(service_url) as client:
         producer = client.create_producer(topic)
         sent = 0
         for event in events:
-            producer.send(event.to_json(), key=event.key)
+            producer.send_async(event.to_json(), partition_key=event.key)
             sent += 1
         producer.close()
     return sent
@@ -206,15 +206,20 @@ def endpoint(data_dir: Path) -> Iterator[str]:
             process.wait()
 
 
-def spark_session(app: str = "pulsar-pipeline", cores: int = 2) -> Any:
-    """A local SparkSession with the ``pulsar`` source registered (Python workers use this interpreter)."""
+def spark_session(
+    app: str = "pulsar-pipeline", cores: int = 2, master: str | None = None, conf: dict[str, str] | None = None
+) -> Any:
+    """A SparkSession with the ``pulsar`` source registered (Python workers use this interpreter).
+
+    ``master``: ``local[cores]`` by default, else a cluster's URL (``spark://host:7077``); ``conf``: more settings.
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     import spark as connector
 
-    session = (
-        SparkSession.builder.master(f"local[{cores}]")
+    builder = (
+        SparkSession.builder.master(master or f"local[{cores}]")
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -222,8 +227,10 @@ def spark_session(app: str = "pulsar-pipeline", cores: int = 2) -> Any:
         .config("spark.sql.shuffle.partitions", str(cores))
         .config("spark.sql.streaming.stateStore.providerClass",
                 "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider")
-        .getOrCreate()
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     connector.register(session)
     return session
@@ -259,7 +266,9 @@ def offsets_after_current_end(service_url: str, topics: Iterable[str]) -> str:
     return json.dumps(offsets)
 
 
-def run_demo(events_per_source: int = 500, keep: str | None = None, service_url: str | None = None) -> int:
+def run_demo(
+    events_per_source: int = 500, keep: str | None = None, service_url: str | None = None, master: str | None = None
+) -> int:
     """Publish sample events, run the pipeline, print the result table; 0 when the aggregates are exact.
 
     Without ``service_url``, an endpoint is started on a store in ``keep`` (or a temporary directory).
@@ -284,8 +293,8 @@ def run_demo(events_per_source: int = 500, keep: str | None = None, service_url:
             produce(url, SOURCES[1], [*a2, Event("end-of-input", 0, end_ms)])
             expected = window_totals(a1 + a2)
             print(f"published {len(a1) + 1} events to {SOURCES[0]} and {len(a2) + 1} to {SOURCES[1]}")
-            print("starting Spark (local[2]) ...")
-            session = spark_session("pulsar-demo")
+            print(f"starting Spark ({master or 'local[2]'}) ...")
+            session = spark_session("pulsar-demo", master=master)
             checkpoint = work / f"checkpoint-{time.strftime('%Y%m%dT%H%M%S')}"
             query = build_query(session, url, str(checkpoint), starting_offsets=starting)
             rows = wait_for_windows(url, SINK, set(expected), timeout=300)

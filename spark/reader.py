@@ -22,7 +22,15 @@ from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError
 
-from spark.protocol import Client, Connection, PulsarError, TopicNotFoundError, full_topic_name, split_partition
+from spark.protocol import (
+    Client,
+    Connection,
+    ConnectionLostError,
+    PulsarError,
+    TopicNotFoundError,
+    full_topic_name,
+    split_partition,
+)
 from wire import compression
 from wire.batch import split_batch
 from wire.commands import make
@@ -424,7 +432,7 @@ class PartitionReader:
                 idle_since = time.monotonic()
                 next_check = idle_since + IDLE_CHECK_SECONDS
             if sub.consumer_id in conn.closed_consumers:
-                raise PulsarError(f"{self.topic}: the broker closed the reader")
+                raise ConnectionLostError(f"{self.topic}: the broker closed the reader")
             now = time.monotonic()
             if now >= next_check:
                 broker_last = sub.last_position()

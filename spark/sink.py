@@ -17,6 +17,11 @@ Exactly-once streaming writes (``deliveryGuarantee=exactly-once``, the default):
    ``commit`` or ``abort`` of that batch; a transaction the coordinator no longer knows is resolved by
    its marker. Spark's ``abort`` aborts the transactions otherwise.
 
+A task or driver step that loses the broker reconnects with exponential back-off (``reconnectBackoffInitialMs``,
+``reconnectBackoffMaxMs``) for up to ``reconnectTimeoutMs``: a task keeps its rows and writes them again in a new
+transaction once the old one is aborted; the driver's commit and abort run again (they are idempotent through
+the commit log).
+
 Transactions of tasks that die without aborting (a killed executor) end by the coordinator's timeout
 (``transactionTimeoutMs``); until then they hold back read-committed consumers of the topics they
 wrote, as in Pulsar.
@@ -28,13 +33,16 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from spark.backoff import RETRYABLE, Backoff
+from spark.client import Client, Producer, Transaction, TxnId
 from spark.commit_log import CommitLog, TaskTxn
+from spark.options import SINK_OPTIONS, OptionError, backoff, check_names, get_int, service_url
 from spark.protocol import (
     InvalidTxnStatusError,
     PulsarError,
@@ -43,8 +51,6 @@ from spark.protocol import (
     namespace_of,
 )
 from spark.schema import META_NAMES
-from spark.source import OptionError
-from spark.txn_client import Producer, Transaction, TransactionClient, TxnId
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +71,13 @@ class SinkOptions:
     sink_id: str
     commit_log_topic: str
     batch_max_messages: int = 1000
+    backoff: Backoff = field(default_factory=Backoff)
 
     @classmethod
-    def parse(cls, options: Any, streaming: bool) -> SinkOptions:
-        url = options.get("service.url")
-        if not url:
-            raise OptionError("option 'service.url' is required (e.g. pulsar://localhost:6650)")
+    def parse(cls, options: Any, streaming: bool, extra: tuple[str, ...] = ()) -> SinkOptions:
+        """From the options Spark passes; ``extra`` names options a subclass of the data source adds."""
+        check_names(options, (*SINK_OPTIONS, *extra), "sink")
+        url = service_url(options)
         topic = options.get("topic")
         topic = full_topic_name(topic) if topic else None
         guarantee = (options.get("deliveryGuarantee") or EXACTLY_ONCE).lower()
@@ -88,10 +95,11 @@ class SinkOptions:
             service_url=url,
             topic=topic,
             guarantee=guarantee,
-            txn_timeout_ms=int(options.get("transactionTimeoutMs") or DEFAULT_TXN_TIMEOUT_MS),
+            txn_timeout_ms=get_int(options, "transactionTimeoutMs", DEFAULT_TXN_TIMEOUT_MS, 1),
             sink_id=sink_id,
             commit_log_topic=full_topic_name(log_topic),
-            batch_max_messages=int(options.get("batchingMaxMessages") or 1000),
+            batch_max_messages=get_int(options, "batchingMaxMessages", 1000, 1),
+            backoff=backoff(options),
         )
 
     @property
@@ -109,15 +117,15 @@ class TaskCommit(WriterCommitMessage):
     txn: tuple[int, int] | None = None
 
 
-_TXN_CLIENTS: dict[tuple[str, int], TransactionClient] = {}
+_TXN_CLIENTS: dict[tuple[str, int], Client] = {}
 
 
-def txn_client_for(service_url: str, batch_max_messages: int = 1000) -> TransactionClient:
+def txn_client_for(service_url: str, batch_max_messages: int = 1000) -> Client:
     """A transactional client for this process (Spark reuses Python workers)."""
     key = (service_url, batch_max_messages)
     client = _TXN_CLIENTS.get(key)
     if client is None:
-        client = _TXN_CLIENTS[key] = TransactionClient(service_url, batch_max_messages=batch_max_messages)
+        client = _TXN_CLIENTS[key] = Client(service_url, batching_max_messages=batch_max_messages)
     return client
 
 
@@ -134,7 +142,7 @@ def _task_identity() -> tuple[int, int]:
 class _RowWriter:
     """Turns Arrow batches into messages on per-topic producers."""
 
-    def __init__(self, options: SinkOptions, client: TransactionClient, txn: Transaction | None) -> None:
+    def __init__(self, options: SinkOptions, client: Client, txn: Transaction | None) -> None:
         self.options = options
         self.client = client
         self.txn = txn
@@ -181,11 +189,11 @@ class _RowWriter:
                     raise OptionError("no target topic: set the 'topic' option or a '__topic' column")
                 producer = self.producer(full_topic_name(target))
             event = events[i] // 1000 if events is not None and events[i] is not None else None
-            producer.send(
+            producer.send_async(
                 value,
-                key=keys[i],
+                partition_key=keys[i],
                 properties=dict(props[i]) if props is not None and props[i] else None,
-                event_time=event,
+                event_timestamp=event,
                 txn=txn,
             )
         self.rows += count
@@ -195,33 +203,61 @@ class _RowWriter:
             producer.flush()
 
 
+def _drop_client(options: SinkOptions) -> None:
+    """Forget this process's clients of the service URL (after a failure left their connections in doubt)."""
+    for key in [k for k in _TXN_CLIENTS if k[0] == options.service_url]:
+        _TXN_CLIENTS.pop(key).close()
+
+
 def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> TaskCommit:
-    """Write one task's rows; in exactly-once mode inside a transaction left open for the driver."""
+    """Write one task's rows; in exactly-once mode inside a transaction left open for the driver.
+
+    The task keeps its rows until they are written: when the broker is lost, the transaction is aborted
+    once it can be reached again (with back-off) and the rows are written anew in a new transaction.
+    """
     partition, attempt = _task_identity()
-    client = txn_client_for(options.service_url, options.batch_max_messages)
-    txn: Transaction | None = None
-    try:
-        writer = _RowWriter(options, client, None)
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            if options.transactional and txn is None:
-                txn = writer.txn = client.new_transaction(options.txn_timeout_ms)
-            writer.write(batch)
-        writer.flush()
-        return TaskCommit(partition, attempt, writer.rows, tuple(txn.id) if txn else None)
-    except BaseException:
-        if txn is not None:
-            try:
-                client.abort(txn.id)
-            except PulsarError as exc:
-                log.warning("could not abort %s after a task failure: %s", txn, exc)
-        _TXN_CLIENTS.pop((options.service_url, options.batch_max_messages), None)
-        client.close()
-        raise
+    retrier = options.backoff.retrier(f"writing the rows of task {partition}")
+    source = iter(batches)
+    kept: list[pa.RecordBatch] = []
+    stale: list[TxnId] = []
+
+    def rows() -> Iterator[pa.RecordBatch]:
+        yield from kept
+        for batch in source:
+            if batch.num_rows:
+                kept.append(batch)
+                yield batch
+
+    while True:
+        client = txn_client_for(options.service_url, options.batch_max_messages)
+        txn: Transaction | None = None
+        try:
+            while stale:
+                _end_quietly(client, stale[0], commit=False)
+                stale.pop(0)
+            writer = _RowWriter(options, client, None)
+            for batch in rows():
+                if options.transactional and txn is None:
+                    txn = writer.txn = client.new_transaction(options.txn_timeout_ms)
+                writer.write(batch)
+            writer.flush()
+            return TaskCommit(partition, attempt, writer.rows, tuple(txn.id) if txn else None)
+        except RETRYABLE as exc:
+            if txn is not None:
+                stale.append(txn.id)
+            _drop_client(options)
+            retrier.failed(exc)
+        except BaseException:
+            if txn is not None:
+                try:
+                    client.abort(txn.id)
+                except PulsarError as exc:
+                    log.warning("could not abort %s after a task failure: %s", txn, exc)
+            _drop_client(options)
+            raise
 
 
-def _end_quietly(client: TransactionClient, txn: tuple[int, int], commit: bool) -> bool:
+def _end_quietly(client: Client, txn: tuple[int, int], commit: bool) -> bool:
     """End a transaction; False when the coordinator no longer knows it (already ended)."""
     try:
         client.end_transaction(TxnId(*txn), commit)
@@ -261,20 +297,14 @@ class ExactlyOnceCommitter:
                 return
         recorded = self.mark(batch_id, tasks)
         self.log.write_intent(batch_id, recorded)
-        for task in recorded:
-            if not _end_quietly(self.client, task.txn, commit=True):
-                raise PulsarError(
-                    f"transaction {task.txn} of batch {batch_id} ended before its commit (timed out? raise "
-                    "transactionTimeoutMs); restart the query: the batch is completed from its replay"
-                )
-        self.log.write_done(batch_id)
+        self.finish(batch_id, recorded, [])
 
     def mark(self, batch_id: int, tasks: list[TaskCommit]) -> list[TaskTxn]:
         """Add a marker to each task's transaction (see :mod:`spark.commit_log`)."""
         recorded = []
         for task in tasks:
             assert task.txn is not None
-            txn = Transaction(self.client, TxnId(*task.txn), self.options.txn_timeout_ms)
+            txn = self.client.transaction(TxnId(*task.txn), self.options.txn_timeout_ms)
             marker = self.log.write_marker(batch_id, task.partition, task.attempt, txn)
             recorded.append(TaskTxn(task.partition, task.attempt, task.txn, marker, task.rows))
         return recorded
@@ -297,7 +327,8 @@ class ExactlyOnceCommitter:
             if missing:
                 raise PulsarError(
                     f"batch {batch_id}: transactions of partitions {missing} were aborted before their commit "
-                    "and the replay has no data for them"
+                    "(timed out? raise transactionTimeoutMs); restart the query: the batch is completed from its "
+                    "replay"
                 )
             substitutes = [by_partition[t.partition] for t in lost]
             keep = [t for t in intent if t not in lost]
@@ -343,14 +374,20 @@ class PulsarBatchWriter(DataSourceArrowWriter):
         return write_task(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        client = txn_client_for(self.options.service_url)
         for task in _tasks(messages):
-            client.commit(TxnId(*task.txn))  # type: ignore[misc]
+            self.options.backoff.run(
+                lambda task=task: txn_client_for(self.options.service_url).commit(TxnId(*task.txn)),  # type: ignore[misc]
+                f"committing transaction {task.txn}",
+                on_retry=lambda: _drop_client(self.options),
+            )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        client = txn_client_for(self.options.service_url)
         for task in _tasks(messages):
-            _end_quietly(client, task.txn, commit=False)  # type: ignore[arg-type]
+            self.options.backoff.run(
+                lambda task=task: _end_quietly(txn_client_for(self.options.service_url), task.txn, commit=False),
+                f"aborting transaction {task.txn}",
+                on_retry=lambda: _drop_client(self.options),
+            )
 
 
 class PulsarStreamWriter(DataSourceStreamArrowWriter):
@@ -364,8 +401,16 @@ class PulsarStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         if self.options.transactional:
-            ExactlyOnceCommitter(self.options).commit(messages, batchId)
+            self.options.backoff.run(
+                lambda: ExactlyOnceCommitter(self.options).commit(messages, batchId),
+                f"committing batch {batchId}",
+                on_retry=lambda: _drop_client(self.options),
+            )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         if self.options.transactional:
-            ExactlyOnceCommitter(self.options).abort(messages, batchId)
+            self.options.backoff.run(
+                lambda: ExactlyOnceCommitter(self.options).abort(messages, batchId),
+                f"aborting batch {batchId}",
+                on_retry=lambda: _drop_client(self.options),
+            )

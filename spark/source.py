@@ -17,18 +17,21 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from spark.protocol import Client, full_topic_name
+from spark.backoff import RETRYABLE, Backoff
+from spark.options import SOURCE_OPTIONS, OptionError, backoff, check_names, get_bool, get_int, service_url
+from spark.protocol import Client, ConnectionLostError, full_topic_name
 from spark.reader import (
     EARLIEST,
     Columns,
+    DataLossError,
     PartitionReader,
     Position,
     TopicProbe,
@@ -37,25 +40,14 @@ from spark.reader import (
     parse_message_id,
 )
 from spark.schema import ValueSchema
+from wire.pulsar_api_pb2 import MessageMetadata
 
 log = logging.getLogger(__name__)
 
+R = TypeVar("R")
+
 #: Rows per Arrow record batch handed to Spark.
 ROWS_PER_BATCH = 8192
-
-
-class OptionError(ValueError):
-    """An option is missing, unknown in value, or contradicts another."""
-
-
-def _bool(value: str | None, default: bool) -> bool:
-    if value is None:
-        return default
-    if value.lower() in ("true", "1", "yes"):
-        return True
-    if value.lower() in ("false", "0", "no"):
-        return False
-    raise OptionError(f"not a boolean: {value!r}")
 
 
 @dataclass(frozen=True)
@@ -67,17 +59,19 @@ class SourceOptions:
     pattern: str | None = None
     starting: str = "latest"
     ending: str = "latest"
+    starting_time: int | None = None
+    ending_time: int | None = None
     max_records_per_trigger: int | None = None
     fail_on_data_loss: bool = True
     poll_timeout: float = 120.0
     admin_url: str | None = None
+    backoff: Backoff = field(default_factory=Backoff)
 
     @classmethod
     def parse(cls, options: Any, streaming: bool) -> SourceOptions:
         """From the (case-insensitive) options Spark passes; ``startingOffsets`` defaults as in pulsar-spark."""
-        url = options.get("service.url")
-        if not url:
-            raise OptionError("option 'service.url' is required (e.g. pulsar://localhost:6650)")
+        check_names(options, SOURCE_OPTIONS, "source")
+        url = service_url(options)
         given = [k for k in ("topic", "topics", "topicsPattern") if options.get(k)]
         if len(given) != 1:
             raise OptionError("exactly one of 'topic', 'topics' or 'topicsPattern' is required")
@@ -88,19 +82,26 @@ class SourceOptions:
         else:
             names = options.get(given[0]).split(",") if given[0] == "topics" else [options.get("topic")]
             topics = tuple(full_topic_name(t.strip()) for t in names if t.strip())
-        limit = options.get("maxRecordsPerTrigger")
-        if streaming and options.get("endingOffsets"):
-            raise OptionError("'endingOffsets' is for batch queries only")
+        if streaming:
+            for batch_only in ("endingOffsets", "endingTime"):
+                if options.get(batch_only):
+                    raise OptionError(f"'{batch_only}' is for batch queries only")
+        for offsets, time_option in (("startingOffsets", "startingTime"), ("endingOffsets", "endingTime")):
+            if options.get(offsets) and options.get(time_option):
+                raise OptionError(f"give either '{offsets}' or '{time_option}', not both")
         return cls(
             service_url=url,
             topics=topics,
             pattern=pattern,
             starting=options.get("startingOffsets") or ("latest" if streaming else "earliest"),
             ending=options.get("endingOffsets") or "latest",
-            max_records_per_trigger=int(limit) if limit else None,
-            fail_on_data_loss=_bool(options.get("failOnDataLoss"), True),
-            poll_timeout=int(options.get("pollTimeoutMs") or 120_000) / 1000,
+            starting_time=get_int(options, "startingTime", None),
+            ending_time=get_int(options, "endingTime", None),
+            max_records_per_trigger=get_int(options, "maxRecordsPerTrigger", None, 1),
+            fail_on_data_loss=get_bool(options, "failOnDataLoss", True),
+            poll_timeout=(get_int(options, "pollTimeoutMs", 120_000, 1) or 0) / 1000,
             admin_url=options.get("admin.url"),
+            backoff=backoff(options),
         )
 
 
@@ -206,6 +207,45 @@ def end_positions(spec: str, partitions: Sequence[str], latest: dict[str, Positi
     return ends
 
 
+def time_position(client: Client, partition: str, publish_time: int, latest: Position, poll_timeout: float) -> Position:
+    """The position just before the first message published at ``publish_time`` (ms) or later (``latest`` if none).
+
+    Publish times are read from the entries' metadata from the start of the partition (there is no index).
+    """
+    if is_empty(latest):
+        return EARLIEST
+    reader = PartitionReader(client, partition, EARLIEST, latest, poll_timeout=poll_timeout, fail_on_data_loss=False)
+    for ledger, entry, metadata, _ in reader.entries():
+        if metadata.publish_time >= publish_time:
+            return Position(ledger, entry, -1)
+    return latest
+
+
+def time_positions(
+    client: Client, partitions: Sequence[str], publish_time: int, latest: dict[str, Position], poll_timeout: float
+) -> dict[str, Position]:
+    """:func:`time_position` of each partition."""
+    return {p: time_position(client, p, publish_time, latest[p], poll_timeout) for p in partitions}
+
+
+def planned_starts(
+    client: Client, options: SourceOptions, partitions: Sequence[str], latest: dict[str, Position]
+) -> dict[str, Position]:
+    """Where reading starts (exclusive): ``startingTime`` or ``startingOffsets``."""
+    if options.starting_time is not None:
+        return time_positions(client, partitions, options.starting_time, latest, options.poll_timeout)
+    return start_positions(options.starting, partitions, latest)
+
+
+def planned_ends(
+    client: Client, options: SourceOptions, partitions: Sequence[str], latest: dict[str, Position]
+) -> dict[str, Position]:
+    """Where a batch read ends (inclusive): ``endingTime`` (messages published before it) or ``endingOffsets``."""
+    if options.ending_time is not None:
+        return time_positions(client, partitions, options.ending_time, latest, options.poll_timeout)
+    return end_positions(options.ending, partitions, latest)
+
+
 def to_offset(positions: dict[str, Position]) -> dict[str, list[int]]:
     """Spark offset dict (sorted keys, so equal offsets serialize equally)."""
     return {p: positions[p].to_list() for p in sorted(positions)}
@@ -242,21 +282,38 @@ def read_range(options: SourceOptions, schema: ValueSchema, part: RangePartition
     after, until = Position(*part.after), Position(*part.until)
     decode = None if schema.is_bytes else schema.decoder(writer_schema)
     columns = Columns(part.topic, after, until, len(schema.columns()), decode)
-    reader = PartitionReader(
-        client,
-        part.topic,
-        after,
-        until,
-        poll_timeout=options.poll_timeout,
-        fail_on_data_loss=options.fail_on_data_loss,
-    )
-    for ledger, entry, metadata, payload in reader.entries():
+    for ledger, entry, metadata, payload in _entries(options, part.topic, after, until):
         columns.add(ledger, entry, metadata, payload)
         if len(columns) >= ROWS_PER_BATCH:
             yield _batch(columns, arrow_schema)
             columns.clear()
     if len(columns):
         yield _batch(columns, arrow_schema)
+
+
+def _entries(
+    options: SourceOptions, topic: str, after: Position, until: Position
+) -> Iterator[tuple[int, int, MessageMetadata, bytes]]:
+    """The entries of ``(after, until]``; a lost broker is reconnected to (with back-off) and reading resumes
+    after the last entry handed out."""
+    retrier = options.backoff.retrier(f"reading {topic}")
+    while True:
+        reader = PartitionReader(
+            client_for(options.service_url),
+            topic,
+            after,
+            until,
+            poll_timeout=options.poll_timeout,
+            fail_on_data_loss=options.fail_on_data_loss,
+        )
+        try:
+            for item in reader.entries():
+                yield item
+                after = reader.last_seen
+                retrier.progress()
+            return
+        except RETRYABLE as exc:
+            retrier.failed(exc)
 
 
 def _batch(columns: Columns, schema: pa.Schema) -> pa.RecordBatch:
@@ -285,22 +342,27 @@ class PulsarBatchReader(DataSourceReader):
         self.value_schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
+        return self.options.backoff.run(self._plan, "planning the batch read")
+
+    def _plan(self) -> list[InputPartition]:
         client = Client(self.options.service_url)
         probe = TopicProbe(client)
         try:
             names = resolve_partitions(client, self.options)
             latest = last_positions(probe, names)
+            starts = planned_starts(client, self.options, names, latest)
+            ends = planned_ends(client, self.options, names, latest)
         finally:
             probe.close()
             client.close()
-        starts = start_positions(self.options.starting, names, latest)
-        ends = end_positions(self.options.ending, names, latest)
         return [
             RangePartition(p, tuple(starts[p]), tuple(ends[p])) for p in names if ends[p] > starts[p]
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
+        if not isinstance(partition, RangePartition):
+            # Spark plans one ``InputPartition(None)`` when partitions() finds nothing to read.
+            return iter(())
         return read_range(self.options, self.value_schema, partition)
 
 
@@ -338,12 +400,22 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._probe = TopicProbe(self.client)
         return self._probe
 
+    def _retrying(self, work: Callable[[], R], what: str) -> R:
+        """``work()`` with reconnects: a failed attempt drops the client and its subscriptions."""
+        return self.options.backoff.run(work, what, on_retry=self.stop)
+
     def _latest(self) -> dict[str, Position]:
-        return last_positions(self.probe, resolve_partitions(self.client, self.options))
+        return self._retrying(
+            lambda: last_positions(self.probe, resolve_partitions(self.client, self.options)),
+            "finding the end of the topics",
+        )
 
     def initialOffset(self) -> dict:  # noqa: N802 (Spark's names)
-        latest = self._latest()
-        return to_offset(start_positions(self.options.starting, sorted(latest), latest))
+        def initial() -> dict:
+            latest = last_positions(self.probe, resolve_partitions(self.client, self.options))
+            return to_offset(planned_starts(self.client, self.options, sorted(latest), latest))
+
+        return self._retrying(initial, "finding the starting offsets")
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
         if self.options.max_records_per_trigger:
@@ -359,10 +431,26 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ends = {}
         for partition in sorted(set(begin) | set(latest)):
             first = begin.get(partition, EARLIEST)
-            ends[partition] = max(first, latest.get(partition, first))
+            last = latest.get(partition, EARLIEST)
+            if last < first:
+                # Deleted, or deleted and made again: what came after the last batch is gone.
+                self._lost(partition, first, last)
+                ends[partition] = last
+            else:
+                ends[partition] = last
         if isinstance(limit, ReadMaxRows):
-            ends = self._limit(begin, ends, limit.max_rows)
+            budget = limit.max_rows
+            ends = self._retrying(lambda: self._limit(begin, ends, budget), "counting the records of a trigger")
         return to_offset(ends)
+
+    def _lost(self, partition: str, first: Position, last: Position) -> None:
+        text = (
+            f"{partition}: the topic ends at {last.to_list()}, before the position already read "
+            f"{first.to_list()}: it was deleted or truncated, and messages may have been lost"
+        )
+        if self.options.fail_on_data_loss:
+            raise DataLossError(text + " (set failOnDataLoss=false to go on from its start)")
+        log.warning("%s; going on from its start", text)
 
     def _limit(self, begin: dict[str, Position], ends: dict[str, Position], budget: int) -> dict[str, Position]:
         """Cut the ends so the batch holds at most ``budget`` messages, shared fairly among partitions."""
@@ -378,6 +466,12 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 position, taken = count_until(
                     self.client, partition, cut[partition], ends[partition], allowed, self.options.poll_timeout
                 )
+                if taken == 0:
+                    # The broker reported messages after ``cut`` but none could be read (it is restarting).
+                    raise ConnectionLostError(
+                        f"{partition}: no message after {cut[partition].to_list()} could be read, though the broker "
+                        f"reported messages up to {ends[partition].to_list()}"
+                    )
                 cut[partition] = position
                 budget -= taken
                 if taken == allowed and position < ends[partition]:
@@ -390,11 +484,14 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin = from_offset(start)
-        return [
-            RangePartition(p, tuple(begin.get(p, EARLIEST)), tuple(e))
-            for p, e in sorted(from_offset(end).items())
-            if e > begin.get(p, EARLIEST)
-        ]
+        ranges = []
+        for p, e in sorted(from_offset(end).items()):
+            first = begin.get(p, EARLIEST)
+            if e < first:  # the partition went back (see latestOffset): read it again from its start
+                first = EARLIEST
+            if e > first:
+                ranges.append(RangePartition(p, tuple(first), tuple(e)))
+        return ranges
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)

@@ -33,7 +33,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NamedTuple
 
@@ -115,7 +115,10 @@ class TxnId(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class ReceivedMessage:
-    """A message a :class:`Consumer` received; ``batch_size`` is 0 for a message stored alone."""
+    """A message a :class:`Consumer` received; ``batch_size`` is 0 for a message stored alone.
+
+    ``key`` is the partition key as sent (None without one); times are in ms since the epoch (event time 0: unset).
+    """
 
     value: bytes
     ledger: int
@@ -123,6 +126,11 @@ class ReceivedMessage:
     batch_index: int
     batch_size: int
     redelivery_count: int
+    key: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    publish_time: int = 0
+    event_time: int = 0
+    topic: str = ""
 
 
 class TxnState(Enum):
@@ -626,7 +634,15 @@ class Consumer:
     the ack set of what it acknowledges (that index, or indexes up to it for a cumulative one).
     """
 
-    def __init__(self, client: TransactionClient, topic: str, subscription: str, receiver_queue: int = 1000) -> None:
+    def __init__(
+        self,
+        client: TransactionClient,
+        topic: str,
+        subscription: str,
+        receiver_queue: int = 1000,
+        sub_type: CommandSubscribe.SubType = CommandSubscribe.Exclusive,
+        initial_position: CommandSubscribe.InitialPosition = CommandSubscribe.Earliest,
+    ) -> None:
         self.client = client
         self.topic = full_topic_name(topic)
         self.subscription = subscription
@@ -640,11 +656,11 @@ class Consumer:
             T.SUBSCRIBE,
             topic=self.topic,
             subscription=subscription,
-            subType=CommandSubscribe.Exclusive,
+            subType=sub_type,
             consumer_id=self.consumer_id,
             consumer_name="",
             durable=True,
-            initialPosition=CommandSubscribe.Earliest,
+            initialPosition=initial_position,
         )
         self._permits = receiver_queue
         self.conn.send_command(make(T.FLOW, consumer_id=self.consumer_id, messagePermits=receiver_queue))
@@ -653,19 +669,29 @@ class Consumer:
         mid = command.message_id
         parsed = parse_body(body)
         meta = parsed.metadata
+        redeliveries = command.redelivery_count
         if not meta.HasField("num_messages_in_batch"):
             self._ready.append(
-                ReceivedMessage(parsed.payload, mid.ledgerId, mid.entryId, -1, 0, command.redelivery_count)
+                ReceivedMessage(
+                    parsed.payload, mid.ledgerId, mid.entryId, -1, 0, redeliveries,
+                    meta.partition_key if meta.HasField("partition_key") else None,
+                    {kv.key: kv.value for kv in meta.properties}, meta.publish_time, meta.event_time, self.topic,
+                )
             )
             return
         count = meta.num_messages_in_batch
         unacked = (1 << count) - 1
         if command.ack_set:
             unacked = sum((w & 0xFFFFFFFFFFFFFFFF) << (64 * i) for i, w in enumerate(command.ack_set))
-        for index, (_, value) in enumerate(split_batch(parsed.payload, count)):
+        for index, (single, value) in enumerate(split_batch(parsed.payload, count)):
             if unacked >> index & 1:
                 self._ready.append(
-                    ReceivedMessage(value, mid.ledgerId, mid.entryId, index, count, command.redelivery_count)
+                    ReceivedMessage(
+                        value, mid.ledgerId, mid.entryId, index, count, redeliveries,
+                        single.partition_key if single.HasField("partition_key") else None,
+                        {kv.key: kv.value for kv in single.properties}, meta.publish_time, single.event_time,
+                        self.topic,
+                    )
                 )
 
     def receive(self, timeout: float) -> ReceivedMessage | None:
@@ -689,13 +715,15 @@ class Consumer:
             self._permits = self.receiver_queue
         return self._ready.popleft()
 
-    def acknowledge(self, message: ReceivedMessage, txn: Transaction, cumulative: bool = False) -> None:
-        """Acknowledge ``message`` (and those before it if ``cumulative``) in ``txn``; waits for the answer."""
-        if txn.state is not TxnState.OPEN:
-            raise InvalidTxnStatusError(f"transaction {txn.id} is {txn.state.value}")
-        if txn.id not in self._txns:
-            self.client.add_subscription(txn.id, self.topic, self.subscription)
-            self._txns.add(txn.id)
+    def acknowledge(self, message: ReceivedMessage, txn: Transaction | None, cumulative: bool = False) -> None:
+        """Acknowledge ``message`` (and those before it if ``cumulative``), in ``txn`` if given; waits for the
+        broker's answer."""
+        if txn is not None:
+            if txn.state is not TxnState.OPEN:
+                raise InvalidTxnStatusError(f"transaction {txn.id} is {txn.state.value}")
+            if txn.id not in self._txns:
+                self.client.add_subscription(txn.id, self.topic, self.subscription)
+                self._txns.add(txn.id)
         mid: dict[str, Any] = {"ledgerId": message.ledger, "entryId": message.entry}
         if message.batch_size:
             index = message.batch_index
@@ -705,14 +733,21 @@ class Consumer:
                 batch_size=message.batch_size,
                 ack_set=_ack_set(message.batch_size, acked),
             )
+        fields: dict[str, Any] = {}
+        if txn is not None:
+            fields.update(txnid_most_bits=txn.id.most, txnid_least_bits=txn.id.least)
         self.conn.request(
             T.ACK,
             consumer_id=self.consumer_id,
             ack_type=CommandAck.Cumulative if cumulative else CommandAck.Individual,
             message_id=[mid],
-            txnid_most_bits=txn.id.most,
-            txnid_least_bits=txn.id.least,
+            **fields,
         )
+
+    def unsubscribe(self) -> None:
+        """Delete the subscription (this consumer must be its only one); the consumer is closed."""
+        self.conn.request(T.UNSUBSCRIBE, consumer_id=self.consumer_id)
+        self.conn.messages.pop(self.consumer_id, None)
 
     def close(self) -> None:
         """Close the consumer (its unacknowledged messages go back to the subscription)."""

@@ -23,6 +23,12 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "spark_cluster: runs a Spark standalone cluster (a master, two workers) with spark-submit"
+    )
+
+
 @pytest.fixture(scope="session")
 def session() -> Iterator[Any]:
     """The suite's SparkSession, with the ``pulsar`` and ``pulsar-faulty`` data sources registered."""

@@ -23,6 +23,9 @@ from pyspark.sql.types import StructType
 from spark.datasource import PulsarDataSource
 from spark.sink import PulsarStreamWriter, SinkOptions, TaskCommit, write_task
 
+#: The options of ``pulsar-faulty`` beyond the sink's own.
+FAULT_OPTIONS = ("fault.failTaskFile", "fault.killAfterCommitFile", "fault.killProcessGroup")
+
 
 def _claim(path: str | None, batch_id: int | None) -> bool:
     """True once for the batch named in the file at ``path`` (the file is removed)."""
@@ -80,7 +83,7 @@ class FaultyPulsar(PulsarDataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> FaultyStreamWriter:  # noqa: N802
         return FaultyStreamWriter(
-            SinkOptions.parse(self.options, streaming=True),
+            SinkOptions.parse(self.options, streaming=True, extra=FAULT_OPTIONS),
             self.options.get("fault.failTaskFile"),
             self.options.get("fault.killAfterCommitFile"),
             int(self.options.get("fault.killProcessGroup") or os.getpgrp()),
