@@ -209,6 +209,25 @@ def test_batch_write_and_read_over_tls_with_a_token(session: Any, secured: Secur
     assert sorted((r.value.decode(), r["__key"].decode()) for r in back) == sorted(rows)
 
 
+@pytest.mark.parametrize("plugin", ["org.apache.pulsar.client.impl.auth.AuthenticationBasic", "tls"])
+def test_batch_read_with_basic_and_certificate_authentication(session: Any, secured: Secured, plugin: str) -> None:
+    """The basic plugin's JSON parameters and the tls plugin's ``tlsCertFile:...,tlsKeyFile:...`` reach the broker."""
+    topic = _topic("spark-auth")
+    _publish(secured, topic, ["a", "b"])
+    material = secured.material
+    params = (
+        json.dumps({"userId": "alice", "password": BASIC_USERS["alice"]})
+        if plugin.endswith("Basic")
+        else f"tlsCertFile:{material.path('client.pem')},tlsKeyFile:{material.path('client.key')}"
+    )
+    options = {
+        **secured.spark_options(),
+        "pulsar.client.authPluginClassName": plugin,
+        "pulsar.client.authParams": params,
+    }
+    assert sorted(r.value.decode() for r in _read(session, options, topic=topic).collect()) == ["a", "b"]
+
+
 def test_streaming_exactly_once_copy_over_tls_with_a_token(session: Any, secured: Secured, tmp_path: Path) -> None:
     """A streaming copy (exactly-once sink: task transactions, the driver's commit log) over pulsar+ssl://."""
     source, sink, log_topic = _topic("stream-in"), _topic("stream-out"), _topic("stream-log")
