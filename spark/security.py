@@ -69,7 +69,8 @@ class Security:
         """The credentials a Java client configures with ``authPluginClassName`` and ``authParams``, read now.
 
         ``plugin``: a class name of :data:`PLUGINS` (or ``token`` / ``basic`` / ``tls``). ``params`` as that plugin
-        parses them: a token as ``token:<jwt>``, ``file:///path`` (the file is read here, once) or the bare token;
+        parses them: a token as ``token:<jwt>``, ``file:///path`` (the file is read here, once), JSON
+        ``{"token": ...}`` or the bare token;
         basic as JSON ``{"userId": ..., "password": ...}``; tls as ``tlsCertFile:<path>,tlsKeyFile:<path>`` or the
         same keys in JSON. Raises ValueError saying what is wrong.
         """
@@ -112,8 +113,12 @@ class Security:
 
 
 def _token_of(params: str) -> str:
-    """The token of AuthenticationToken's parameters (``token:``, ``file:`` or the token itself)."""
-    if params.startswith("token:"):
+    """The token of AuthenticationToken's parameters (``token:``, ``file:``, JSON ``{"token": ...}`` or the token)."""
+    if params.startswith("{"):
+        token = _json_object(params, "token authentication parameters").get("token")
+        if not isinstance(token, str):
+            raise ValueError('token authentication parameters in JSON need a "token" string')
+    elif params.startswith("token:"):
         token = params[len("token:") :]
     elif params.startswith("file:"):
         path = Path(unquote(urlparse(params).path))

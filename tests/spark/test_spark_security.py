@@ -160,6 +160,22 @@ def test_client_refuses_a_wrong_token_and_an_untrusted_broker(secured: Secured) 
         client.create_producer(_topic("insecure")).send(b"x")
 
 
+def test_every_token_parameter_form_of_the_java_plugin_authenticates(secured: Secured, tmp_path: Path) -> None:
+    """``authParams`` as AuthenticationToken parses them: ``token:``, ``file:``, JSON and the bare token."""
+    from spark.protocol import Connection
+    from spark.security import Security
+
+    token_file = tmp_path / "t.token"
+    token_file.write_text(f"  {secured.token}\n")
+    forms = [f"token:{secured.token}", f"file://{token_file}", json.dumps({"token": secured.token}), secured.token]
+    for params in forms:
+        security = Security.from_plugin(TOKEN_PLUGIN, params, tls_trust_certs_file=secured.ca)
+        assert security.data() == secured.token.encode(), params
+        connection = Connection(secured.tls_url, 5, security)
+        assert connection.server_version.startswith("pulsar-txn-proxy")
+        connection.close()
+
+
 def test_an_untrusted_broker_is_not_retried_as_an_outage(secured: Secured) -> None:
     """The connector's reconnect back-off rides out a broker restart, but a certificate that fails verification
     fails the work at once: waiting cannot make it trusted."""
