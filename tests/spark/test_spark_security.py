@@ -303,3 +303,24 @@ def test_bad_auth_options_fail_load_and_save_naming_the_option(
     frame = session.createDataFrame([("x",)], "value string")
     with pytest.raises(Exception, match=text):
         frame.write.format("pulsar").options(**base, **options).option("topic", _topic("bad")).mode("append").save()
+
+
+def test_example_pipeline_over_tls_with_a_token(session: Any, secured: Secured, tmp_path: Path) -> None:
+    """spark.pipeline with the TLS and token options: its helpers publish and read back, the query aggregates."""
+    from spark.pipeline import Event, build_query, produce, read_topic
+    from spark.security import Security
+
+    authentication = Security.token(secured.token, tls_trust_certs_file=secured.ca)
+    t0 = 1_700_000_000_000
+    source, sink = _topic("pipe-in"), _topic("pipe-out")
+    events = [Event("a", 1, t0 + 1_000), Event("a", 2, t0 + 3_000), Event("end-of-input", 0, t0 + 90_000)]
+    assert produce(secured.tls_url, source, events, authentication) == 3
+    client_options = {k: v for k, v in secured.spark_options().items() if k != "service.url"}
+    query = build_query(
+        session, secured.tls_url, str(tmp_path / "ck"), sources=(source,), sink=sink,
+        trigger={"availableNow": True}, client_options=client_options,
+    )  # fmt: skip
+    query.awaitTermination(60)
+    assert query.exception() is None
+    rows = read_topic(secured.tls_url, sink, authentication)
+    assert [(r["key"], r["window_start"] - t0, r["events"], r["total"]) for r in rows] == [("a", 0, 2, 3)]
