@@ -324,3 +324,32 @@ def test_example_pipeline_over_tls_with_a_token(session: Any, secured: Secured, 
     assert query.exception() is None
     rows = read_topic(secured.tls_url, sink, authentication)
     assert [(r["key"], r["window_start"] - t0, r["events"], r["total"]) for r in rows] == [("a", 0, 2, 3)]
+
+
+def test_hostname_verification_can_be_turned_off(session: Any, secured: Secured, tmp_path: Path) -> None:
+    """A broker whose (trusted) certificate names another host: refused by default by the client and at load(),
+    accepted with ``tls_validate_hostname=False`` / ``pulsar.client.tlsHostnameVerificationEnable=false``."""
+    from spark.client import Client, TlsVerificationError
+
+    material = secured.material
+    tls_port = free_port()
+    proc = ServerProcess(
+        tmp_path / "data", "--tls-port", str(tls_port), "--tls-cert-file", material.path("wrong-host.pem"),
+        "--tls-key-file", material.path("wrong-host.key"),
+    ).start(timeout=30)  # fmt: skip
+    try:
+        url, topic = f"pulsar+ssl://127.0.0.1:{tls_port}", _topic("wrong-host")
+        with (
+            Client(url, tls_trust_certs_file_path=secured.ca) as client,
+            pytest.raises(TlsVerificationError, match="mismatch"),
+        ):
+            client.create_producer(topic).send(b"x")
+        with Client(url, tls_trust_certs_file_path=secured.ca, tls_validate_hostname=False) as client:
+            client.create_producer(topic).send(b"m0")
+        options = {"service.url": url, "pulsar.client.tlsTrustCertsFilePath": secured.ca}
+        with pytest.raises(Exception, match=r"TLS handshake .* failed: .*mismatch"):
+            _read(session, options, topic=topic)
+        unverified = {**options, "pulsar.client.tlsHostnameVerificationEnable": "false"}
+        assert [r.value for r in _read(session, unverified, topic=topic).collect()] == [b"m0"]
+    finally:
+        proc.stop()
