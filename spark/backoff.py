@@ -14,13 +14,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from spark.protocol import ConnectionLostError, OperationTimeoutError, PulsarError, ServiceNotReadyError
+from spark.protocol import (
+    ConnectionLostError,
+    OperationTimeoutError,
+    PulsarError,
+    ServiceNotReadyError,
+    TlsVerificationError,
+)
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
-#: Failures that a broker coming back cures: the work is run again after a wait.
+#: Failures that a broker coming back cures: the work is run again after a wait (but a broker certificate that
+#: fails verification, a :class:`TlsVerificationError`, fails the work at once; see :meth:`Retrier.failed`).
 RETRYABLE: tuple[type[PulsarError], ...] = (ConnectionLostError, OperationTimeoutError, ServiceNotReadyError)
 
 
@@ -70,7 +77,10 @@ class Retrier:
         self.attempts = 0
 
     def failed(self, exc: PulsarError) -> None:
-        """Wait before the next attempt, or raise :class:`ReconnectTimeoutError` when the time is up."""
+        """Wait before the next attempt, or raise :class:`ReconnectTimeoutError` when the time is up (``exc`` itself
+        when no wait can cure it)."""
+        if isinstance(exc, TlsVerificationError):
+            raise exc
         self.attempts += 1
         waited = time.monotonic() - self.began
         if waited + self.delay > self.backoff.total:

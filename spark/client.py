@@ -17,12 +17,17 @@ project's ``wire`` codec, with blocking sockets) and works against this endpoint
     txn.commit()          # or txn.abort(): the send is dropped and the message comes back
     client.close()
 
+Over TLS with a token (``AuthenticationBasic(user, password)`` and ``AuthenticationTLS(cert, key)`` likewise)::
+
+    client = Client("pulsar+ssl://broker:6651", authentication=AuthenticationToken(token),
+                    tls_trust_certs_file_path="ca.pem")
+
 What differs from the official client: sends are either synchronous (:meth:`Producer.send`, one entry per
 message, returns the :class:`MessageId`) or queued into batches (:meth:`Producer.send_async`, confirmed by
 :meth:`Producer.flush`, no per-message callback); consumers read one non-partitioned topic; a client and
 everything made from it belong to one thread. Errors are :class:`PulsarError` subclasses named after Pulsar's
-codes (``TransactionConflictError``, ``InvalidTxnStatusError``, ``TransactionNotFoundError``, ...); a
-``receive`` that times out raises :class:`Timeout`.
+codes (``AuthenticationError``, ``TransactionConflictError``, ``InvalidTxnStatusError``,
+``TransactionNotFoundError``, ...); a ``receive`` that times out raises :class:`Timeout`.
 
 The Spark connector writes through this client; the protocol pieces live in :mod:`spark.protocol` (connections,
 lookups) and :mod:`spark.txn_client` (coordinators, batching producers, transactional acknowledgements).
@@ -31,11 +36,14 @@ lookups) and :mod:`spark.txn_client` (coordinators, batching producers, transact
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from enum import Enum
 
 from spark import txn_client
 from spark.protocol import (
+    AuthenticationError,
+    AuthorizationError,
     ConnectionLostError,
     InvalidTxnStatusError,
     NotAllowedError,
@@ -43,16 +51,23 @@ from spark.protocol import (
     ProducerBusyError,
     PulsarError,
     ServiceNotReadyError,
+    TlsVerificationError,
     TopicNotFoundError,
     TransactionConflictError,
     TransactionCoordinatorNotFoundError,
     TransactionNotFoundError,
 )
+from spark.security import Security
 from spark.txn_client import ReceivedMessage, Transaction, TxnId, TxnState
 from wire.message_id import MessageId
 from wire.pulsar_api_pb2 import CommandSubscribe
 
 __all__ = [
+    "AuthenticationBasic",
+    "AuthenticationError",
+    "AuthenticationTLS",
+    "AuthenticationToken",
+    "AuthorizationError",
     "Client",
     "ConnectionLostError",
     "Consumer",
@@ -66,8 +81,10 @@ __all__ = [
     "Producer",
     "ProducerBusyError",
     "PulsarError",
+    "Security",
     "ServiceNotReadyError",
     "Timeout",
+    "TlsVerificationError",
     "TopicNotFoundError",
     "Transaction",
     "TransactionConflictError",
@@ -80,6 +97,21 @@ __all__ = [
 
 class Timeout(PulsarError):  # noqa: N818 (the official client's name)
     """Nothing arrived within a ``receive`` timeout (the official client's ``pulsar.Timeout``)."""
+
+
+def AuthenticationToken(token: str | Callable[[], str]) -> Security:  # noqa: N802 (the official client's names)
+    """A JSON Web Token, or a supplier of fresh ones (asked again when the broker challenges an expired token)."""
+    return Security.token(token)
+
+
+def AuthenticationBasic(username: str, password: str) -> Security:  # noqa: N802
+    """A user name and password (the broker's ``basic`` provider)."""
+    return Security.basic(username, password)
+
+
+def AuthenticationTLS(certificate_path: str, private_key_path: str) -> Security:  # noqa: N802
+    """A client certificate and its key, presented over ``pulsar+ssl://`` (the broker's ``tls`` provider)."""
+    return Security.tls(certificate_path, private_key_path)
 
 
 class ConsumerType(Enum):
@@ -193,11 +225,24 @@ class Client(txn_client.TransactionClient):
     def __init__(
         self,
         service_url: str,
+        authentication: Security | None = None,
         operation_timeout_seconds: float = 30.0,
+        tls_trust_certs_file_path: str | None = None,
+        tls_allow_insecure_connection: bool | None = None,
+        tls_validate_hostname: bool | None = None,
         batching_max_messages: int = txn_client.BATCH_MAX_MESSAGES,
         batching_max_bytes: int = txn_client.BATCH_MAX_BYTES,
     ) -> None:
-        super().__init__(service_url, operation_timeout_seconds, batching_max_messages, batching_max_bytes)
+        """``authentication``: :func:`AuthenticationToken`, :func:`AuthenticationBasic`, :func:`AuthenticationTLS`
+        or any :class:`Security`; the ``tls_*`` arguments given override its TLS settings. Unlike the official
+        client, the broker's host name is checked by default (``tls_validate_hostname=False`` turns it off)."""
+        tls = {
+            "tls_trust_certs_file": tls_trust_certs_file_path,
+            "tls_allow_insecure_connection": tls_allow_insecure_connection,
+            "tls_validate_hostname": tls_validate_hostname,
+        }
+        security = replace(authentication or Security(), **{k: v for k, v in tls.items() if v is not None})
+        super().__init__(service_url, operation_timeout_seconds, batching_max_messages, batching_max_bytes, security)
 
     def __enter__(self) -> Client:
         return self

@@ -6,7 +6,6 @@ from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceWriter
 from pyspark.sql.types import StructType
 
-from spark.protocol import Client
 from spark.schema import ValueSchema
 from spark.sink import PulsarBatchWriter, PulsarStreamWriter, SinkOptions
 from spark.source import PulsarBatchReader, PulsarStreamReader, SourceOptions, value_schema
@@ -25,7 +24,7 @@ class PulsarDataSource(DataSource):
 
     def _value_schema(self, streaming: bool) -> ValueSchema:
         options = SourceOptions.parse(self.options, streaming)
-        with Client(options.service_url) as client:
+        with options.new_client() as client:
             return value_schema(client, options)
 
     def schema(self) -> str:

@@ -10,9 +10,17 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from spark.backoff import Backoff
+from spark.security import PLUGINS, Security
+
+AUTH_PLUGIN = "pulsar.client.authPluginClassName"
+AUTH_PARAMS = "pulsar.client.authParams"
+TLS_TRUST_CERTS = "pulsar.client.tlsTrustCertsFilePath"
+TLS_HOSTNAME_VERIFICATION = "pulsar.client.tlsHostnameVerificationEnable"
+TLS_ALLOW_INSECURE = "pulsar.client.tlsAllowInsecureConnection"
 
 #: Options of every connection (source and sink).
 CLIENT_OPTIONS = (
@@ -23,6 +31,12 @@ CLIENT_OPTIONS = (
     # pulsar-spark passes pulsar.client.* to the Java client; these two are its back-off settings.
     "pulsar.client.initialBackoffIntervalNanos",
     "pulsar.client.maxBackoffIntervalNanos",
+    # TLS and authentication, as pulsar-spark hands them to the Java client.
+    AUTH_PLUGIN,
+    AUTH_PARAMS,
+    TLS_TRUST_CERTS,
+    TLS_HOSTNAME_VERIFICATION,
+    TLS_ALLOW_INSECURE,
 )
 
 SOURCE_OPTIONS = (
@@ -123,3 +137,28 @@ def backoff(options: Any) -> Backoff:
     total_ms = get_int(options, "reconnectTimeoutMs", DEFAULT_RECONNECT_TIMEOUT_MS, 0)
     assert total_ms is not None
     return Backoff(initial_ms / 1000, max(max_ms, initial_ms) / 1000, total_ms / 1000)
+
+
+def security(options: Any) -> Security:
+    """TLS and credentials of every connection, read once (a token file too) into plain values."""
+    trust = options.get(TLS_TRUST_CERTS) or None
+    if trust is not None and not Path(trust).is_file():
+        raise OptionError(f"option '{TLS_TRUST_CERTS}': no file {trust}")
+    tls = {
+        "tls_trust_certs_file": trust,
+        "tls_validate_hostname": get_bool(options, TLS_HOSTNAME_VERIFICATION, True),
+        "tls_allow_insecure_connection": get_bool(options, TLS_ALLOW_INSECURE, False),
+    }
+    plugin, params = options.get(AUTH_PLUGIN), options.get(AUTH_PARAMS)
+    if not plugin:
+        if params:
+            raise OptionError(f"option '{AUTH_PARAMS}' needs '{AUTH_PLUGIN}' (token, basic or tls)")
+        return Security(**tls)  # type: ignore[arg-type]
+    if str(plugin).strip() not in PLUGINS:
+        raise OptionError(f"option '{AUTH_PLUGIN}': unsupported plugin {plugin!r}; supported: {', '.join(PLUGINS)}")
+    if not params:
+        raise OptionError(f"option '{AUTH_PLUGIN}' {plugin!r} needs '{AUTH_PARAMS}'")
+    try:
+        return Security.from_plugin(str(plugin), str(params), **tls)
+    except ValueError as exc:
+        raise OptionError(f"option '{AUTH_PARAMS}': {exc}") from None

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import Any
 from spark.client import Client
 from spark.protocol import full_topic_name
 from spark.reader import EARLIEST, PartitionReader, TopicProbe, is_empty, message_id_bytes
+from spark.security import Security
 
 SOURCES = ("source-a1", "source-a2")
 SINK = "sink-b"
@@ -59,8 +60,13 @@ def build_query(
     max_records_per_trigger: int | None = None,
     sink_format: str = "pulsar",
     trigger: dict[str, Any] | None = None,
+    client_options: Mapping[str, str] | None = None,
 ) -> Any:
-    """Start the pipeline's streaming query; returns the ``StreamingQuery``."""
+    """Start the pipeline's streaming query; returns the ``StreamingQuery``.
+
+    ``client_options``: more options of the source and the sink alike (TLS and authentication:
+    ``pulsar.client.authPluginClassName``, ...).
+    """
     from pyspark.sql import functions as F  # noqa: N812 (PySpark's usual alias)
 
     reader = (
@@ -68,6 +74,7 @@ def build_query(
         .option("service.url", service_url)
         .option("topics", ",".join(sources))
         .option("startingOffsets", starting_offsets)
+        .options(**(client_options or {}))
     )
     if max_records_per_trigger:
         reader = reader.option("maxRecordsPerTrigger", max_records_per_trigger)
@@ -99,6 +106,7 @@ def build_query(
         .option("service.url", service_url)
         .option("topic", full_topic_name(sink))
         .option("checkpointLocation", checkpoint)
+        .options(**(client_options or {}))
         .outputMode("append")
     )
     return writer.trigger(**(trigger or {"processingTime": "1 second"})).start()
@@ -124,9 +132,9 @@ def window_totals(events: Iterable[Event], window_ms: int = 10_000) -> dict[tupl
     return totals
 
 
-def produce(service_url: str, topic: str, events: Iterable[Event]) -> int:
+def produce(service_url: str, topic: str, events: Iterable[Event], authentication: Security | None = None) -> int:
     """Publish events as JSON (no transaction); returns how many."""
-    with Client(service_url) as client:
+    with Client(service_url, authentication) as client:
         producer = client.create_producer(topic)
         sent = 0
         for event in events:
@@ -136,10 +144,10 @@ def produce(service_url: str, topic: str, events: Iterable[Event]) -> int:
     return sent
 
 
-def read_topic(service_url: str, topic: str) -> list[dict[str, Any]]:
+def read_topic(service_url: str, topic: str, authentication: Security | None = None) -> list[dict[str, Any]]:
     """Every committed message of a topic (all partitions), decoded from JSON."""
     rows = []
-    with Client(service_url) as client:
+    with Client(service_url, authentication) as client:
         probe = TopicProbe(client)
         try:
             for partition in client.partition_names(topic):
@@ -237,21 +245,23 @@ def spark_session(
 
 
 def wait_for_windows(
-    service_url: str, topic: str, windows: set[tuple[str, int]], timeout: float
+    service_url: str, topic: str, windows: set[tuple[str, int]], timeout: float, authentication: Security | None = None
 ) -> list[dict[str, Any]]:
     """Poll a topic until every ``(key, window start)`` in ``windows`` is there; the matching records."""
     deadline = time.monotonic() + timeout
     while True:
-        rows = [r for r in read_topic(service_url, topic) if (r["key"], r["window_start"]) in windows]
+        rows = [r for r in read_topic(service_url, topic, authentication) if (r["key"], r["window_start"]) in windows]
         if len({(r["key"], r["window_start"]) for r in rows}) >= len(windows) or time.monotonic() > deadline:
             return rows
         time.sleep(0.5)
 
 
-def offsets_after_current_end(service_url: str, topics: Iterable[str]) -> str:
+def offsets_after_current_end(
+    service_url: str, topics: Iterable[str], authentication: Security | None = None
+) -> str:
     """``startingOffsets`` JSON that starts each topic partition after its current last message."""
     offsets: dict[str, Any] = {}
-    with Client(service_url) as client:
+    with Client(service_url, authentication) as client:
         probe = TopicProbe(client)
         try:
             for topic in topics:

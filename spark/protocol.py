@@ -58,6 +58,10 @@ class ConnectionLostError(PulsarError):
     """The connection closed or could not be opened; requests on it may be retried on a new one."""
 
 
+class TlsVerificationError(ConnectionLostError):
+    """The broker's certificate is not trusted or does not name its host: connecting again cannot help."""
+
+
 class OperationTimeoutError(PulsarError):
     """No answer within the operation timeout."""
 
@@ -78,6 +82,14 @@ class ProducerBusyError(PulsarError):
     """``ProducerBusy`` or ``ProducerFenced``."""
 
 
+class AuthenticationError(PulsarError):
+    """``AuthenticationError``: the broker refused the credentials (and closed the connection)."""
+
+
+class AuthorizationError(PulsarError):
+    """``AuthorizationError``: the role may not do this."""
+
+
 class TransactionCoordinatorNotFoundError(PulsarError):
     """``TransactionCoordinatorNotFound``: no such coordinator, or transactions are off on the broker."""
 
@@ -96,6 +108,8 @@ class TransactionNotFoundError(PulsarError):
 
 _ERRORS: dict[int, type[PulsarError]] = {
     ServerError.TopicNotFound: TopicNotFoundError,
+    ServerError.AuthenticationError: AuthenticationError,
+    ServerError.AuthorizationError: AuthorizationError,
     ServerError.NotAllowedError: NotAllowedError,
     ServerError.ServiceNotReady: ServiceNotReadyError,
     ServerError.ProducerBusy: ProducerBusyError,
@@ -187,6 +201,9 @@ class Connection:
         if is_tls(url):
             try:
                 self._sock = self.security.ssl_context().wrap_socket(self._sock, server_hostname=host)
+            except ssl.SSLCertVerificationError as exc:
+                self._sock.close()
+                raise TlsVerificationError(f"TLS handshake with {url} failed: {exc}") from None
             except (OSError, ssl.SSLError) as exc:
                 self._sock.close()
                 raise ConnectionLostError(f"TLS handshake with {url} failed: {exc}") from None

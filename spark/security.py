@@ -3,13 +3,30 @@
 ``Security.token(...)``, ``Security.basic(...)`` and ``Security.tls(...)`` name the provider and its data;
 ``tls_trust_certs_file`` and ``tls_validate_hostname`` check the broker of a ``pulsar+ssl://`` URL. A token given as
 a callable is asked again when the broker sends AUTH_CHALLENGE (an expiring token refreshed on a live connection).
+:meth:`Security.from_plugin` reads the Java client's ``authPluginClassName`` / ``authParams`` pair.
+
+A ``Security`` made of plain values (no token supplier) pickles and hashes, so Spark carries it to its executors
+and per-process client caches key on it.
 """
 
 from __future__ import annotations
 
+import json
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+#: The Java client's authentication plugin classes (and short names) -> CONNECT's ``auth_method_name``.
+PLUGINS = {
+    "org.apache.pulsar.client.impl.auth.AuthenticationToken": "token",
+    "org.apache.pulsar.client.impl.auth.AuthenticationBasic": "basic",
+    "org.apache.pulsar.client.impl.auth.AuthenticationTls": "tls",
+    "token": "token",
+    "basic": "basic",
+    "tls": "tls",
+}
 
 
 @dataclass(frozen=True)
@@ -19,7 +36,7 @@ class Security:
     #: CONNECT's ``auth_method_name``: ``none``, ``token``, ``basic`` or ``tls``.
     auth_method: str = "none"
     #: Its ``auth_data``, or a callable returning it (called for every CONNECT and AUTH_CHALLENGE).
-    auth_data: bytes | Callable[[], bytes] = b""
+    auth_data: bytes | Callable[[], bytes] = field(default=b"", repr=False)
     #: PEM CAs the broker's certificate must chain to (None: the system's).
     tls_trust_certs_file: str | None = None
     #: Check that the broker's certificate names the host of the URL.
@@ -27,6 +44,9 @@ class Security:
     #: A client certificate and key presented over TLS (the broker's ``tls`` provider takes its CN as the role).
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
+    #: Accept any broker certificate (no chain or host name check), as the Java client's
+    #: ``tlsAllowInsecureConnection``; for tests only.
+    tls_allow_insecure_connection: bool = False
 
     @classmethod
     def token(cls, token: str | Callable[[], str], **tls: object) -> Security:
@@ -44,6 +64,39 @@ class Security:
         """A client certificate (the broker's ``tls`` provider)."""
         return cls("tls", b"", tls_cert_file=cert_file, tls_key_file=key_file, **tls)  # type: ignore[arg-type]
 
+    @classmethod
+    def from_plugin(cls, plugin: str, params: str, **tls: object) -> Security:
+        """The credentials a Java client configures with ``authPluginClassName`` and ``authParams``, read now.
+
+        ``plugin``: a class name of :data:`PLUGINS` (or ``token`` / ``basic`` / ``tls``). ``params`` as that plugin
+        parses them: a token as ``token:<jwt>``, ``file:///path`` (the file is read here, once), JSON
+        ``{"token": ...}`` or the bare token;
+        basic as JSON ``{"userId": ..., "password": ...}``; tls as ``tlsCertFile:<path>,tlsKeyFile:<path>`` or the
+        same keys in JSON. Raises ValueError saying what is wrong.
+        """
+        method = PLUGINS.get(plugin.strip())
+        if method is None:
+            raise ValueError(f"unsupported authentication plugin {plugin!r}; supported: {', '.join(PLUGINS)}")
+        params = params.strip()
+        if not params:
+            raise ValueError(f"the {method} authentication plugin needs parameters")
+        if method == "token":
+            return cls.token(_token_of(params), **tls)
+        if method == "basic":
+            found = _json_object(params, "basic authentication parameters")
+            user, password = found.get("userId"), found.get("password")
+            if not isinstance(user, str) or not isinstance(password, str):
+                raise ValueError('basic authentication parameters need "userId" and "password" strings')
+            return cls.basic(user, password, **tls)
+        found = _json_object(params, "tls authentication parameters") if params.startswith("{") else _key_values(params)
+        cert, key = found.get("tlsCertFile"), found.get("tlsKeyFile")
+        if not cert or not key:
+            raise ValueError("tls authentication parameters need tlsCertFile and tlsKeyFile")
+        for path in (cert, key):
+            if not Path(path).is_file():
+                raise ValueError(f"tls authentication: no file {path}")
+        return cls.tls(cert, key, **tls)
+
     def data(self) -> bytes:
         """The credentials to send now."""
         return self.auth_data() if callable(self.auth_data) else self.auth_data
@@ -51,7 +104,52 @@ class Security:
     def ssl_context(self) -> ssl.SSLContext:
         """The TLS context of ``pulsar+ssl://`` connections."""
         context = ssl.create_default_context(cafile=self.tls_trust_certs_file)
-        context.check_hostname = self.tls_validate_hostname
+        context.check_hostname = self.tls_validate_hostname and not self.tls_allow_insecure_connection
+        if self.tls_allow_insecure_connection:
+            context.verify_mode = ssl.CERT_NONE
         if self.tls_cert_file:
             context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
         return context
+
+
+def _token_of(params: str) -> str:
+    """The token of AuthenticationToken's parameters (``token:``, ``file:``, JSON ``{"token": ...}`` or the token)."""
+    if params.startswith("{"):
+        token = _json_object(params, "token authentication parameters").get("token")
+        if not isinstance(token, str):
+            raise ValueError('token authentication parameters in JSON need a "token" string')
+    elif params.startswith("token:"):
+        token = params[len("token:") :]
+    elif params.startswith("file:"):
+        path = Path(unquote(urlparse(params).path))
+        try:
+            token = path.read_text()
+        except OSError as exc:
+            raise ValueError(f"cannot read the token file {path}: {exc.strerror}") from None
+    else:
+        token = params
+    token = token.strip()
+    if not token:
+        raise ValueError("the token is empty")
+    return token
+
+
+def _json_object(text: str, what: str) -> dict[str, object]:
+    try:
+        found = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{what} must be a JSON object: {exc}") from None
+    if not isinstance(found, dict):
+        raise ValueError(f"{what} must be a JSON object")
+    return found
+
+
+def _key_values(text: str) -> dict[str, str]:
+    """Pulsar's ``key1:value1,key2:value2`` parameter form."""
+    found = {}
+    for pair in text.split(","):
+        key, sep, value = pair.partition(":")
+        if not sep:
+            raise ValueError(f"expected key:value pairs separated by commas, not {pair!r}")
+        found[key.strip()] = value.strip()
+    return found

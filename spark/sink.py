@@ -42,7 +42,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from spark.backoff import RETRYABLE, Backoff
 from spark.client import Client, Producer, Transaction, TxnId
 from spark.commit_log import CommitLog, TaskTxn
-from spark.options import SINK_OPTIONS, OptionError, backoff, check_names, get_int, service_url
+from spark.options import SINK_OPTIONS, OptionError, backoff, check_names, get_int, security, service_url
 from spark.protocol import (
     InvalidTxnStatusError,
     PulsarError,
@@ -51,6 +51,7 @@ from spark.protocol import (
     namespace_of,
 )
 from spark.schema import META_NAMES
+from spark.security import Security
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,8 @@ class SinkOptions:
     commit_log_topic: str
     batch_max_messages: int = 1000
     backoff: Backoff = field(default_factory=Backoff)
+    #: TLS and credentials (plain values, pickled to the executors with the rest).
+    security: Security = field(default_factory=Security)
 
     @classmethod
     def parse(cls, options: Any, streaming: bool, extra: tuple[str, ...] = ()) -> SinkOptions:
@@ -100,6 +103,7 @@ class SinkOptions:
             commit_log_topic=full_topic_name(log_topic),
             batch_max_messages=get_int(options, "batchingMaxMessages", 1000, 1),
             backoff=backoff(options),
+            security=security(options),
         )
 
     @property
@@ -117,15 +121,17 @@ class TaskCommit(WriterCommitMessage):
     txn: tuple[int, int] | None = None
 
 
-_TXN_CLIENTS: dict[tuple[str, int], Client] = {}
+_TXN_CLIENTS: dict[tuple[str, Security, int], Client] = {}
 
 
-def txn_client_for(service_url: str, batch_max_messages: int = 1000) -> Client:
+def txn_client_for(options: SinkOptions) -> Client:
     """A transactional client for this process (Spark reuses Python workers)."""
-    key = (service_url, batch_max_messages)
+    key = (options.service_url, options.security, options.batch_max_messages)
     client = _TXN_CLIENTS.get(key)
     if client is None:
-        client = _TXN_CLIENTS[key] = Client(service_url, batching_max_messages=batch_max_messages)
+        client = _TXN_CLIENTS[key] = Client(
+            options.service_url, batching_max_messages=options.batch_max_messages, authentication=options.security
+        )
     return client
 
 
@@ -204,8 +210,8 @@ class _RowWriter:
 
 
 def _drop_client(options: SinkOptions) -> None:
-    """Forget this process's clients of the service URL (after a failure left their connections in doubt)."""
-    for key in [k for k in _TXN_CLIENTS if k[0] == options.service_url]:
+    """Forget this process's clients of these options (after a failure left their connections in doubt)."""
+    for key in [k for k in _TXN_CLIENTS if k[:2] == (options.service_url, options.security)]:
         _TXN_CLIENTS.pop(key).close()
 
 
@@ -229,7 +235,7 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> TaskC
                 yield batch
 
     while True:
-        client = txn_client_for(options.service_url, options.batch_max_messages)
+        client = txn_client_for(options)
         txn: Transaction | None = None
         try:
             while stale:
@@ -275,7 +281,7 @@ class ExactlyOnceCommitter:
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
-        self.client = txn_client_for(options.service_url)
+        self.client = txn_client_for(options)
         self.log = CommitLog(self.client, options.commit_log_topic, options.sink_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batch_id: int) -> None:
@@ -376,7 +382,7 @@ class PulsarBatchWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         for task in _tasks(messages):
             self.options.backoff.run(
-                lambda task=task: txn_client_for(self.options.service_url).commit(TxnId(*task.txn)),  # type: ignore[misc]
+                lambda task=task: txn_client_for(self.options).commit(TxnId(*task.txn)),  # type: ignore[misc]
                 f"committing transaction {task.txn}",
                 on_retry=lambda: _drop_client(self.options),
             )
@@ -384,7 +390,7 @@ class PulsarBatchWriter(DataSourceArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         for task in _tasks(messages):
             self.options.backoff.run(
-                lambda task=task: _end_quietly(txn_client_for(self.options.service_url), task.txn, commit=False),
+                lambda task=task: _end_quietly(txn_client_for(self.options), task.txn, commit=False),
                 f"aborting transaction {task.txn}",
                 on_retry=lambda: _drop_client(self.options),
             )

@@ -26,7 +26,7 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from spark.backoff import RETRYABLE, Backoff
-from spark.options import SOURCE_OPTIONS, OptionError, backoff, check_names, get_bool, get_int, service_url
+from spark.options import SOURCE_OPTIONS, OptionError, backoff, check_names, get_bool, get_int, security, service_url
 from spark.protocol import Client, ConnectionLostError, full_topic_name
 from spark.reader import (
     EARLIEST,
@@ -40,6 +40,7 @@ from spark.reader import (
     parse_message_id,
 )
 from spark.schema import ValueSchema
+from spark.security import Security
 from wire.pulsar_api_pb2 import MessageMetadata
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,8 @@ class SourceOptions:
     poll_timeout: float = 120.0
     admin_url: str | None = None
     backoff: Backoff = field(default_factory=Backoff)
+    #: TLS and credentials (plain values, pickled to the executors with the rest).
+    security: Security = field(default_factory=Security)
 
     @classmethod
     def parse(cls, options: Any, streaming: bool) -> SourceOptions:
@@ -102,22 +105,27 @@ class SourceOptions:
             poll_timeout=(get_int(options, "pollTimeoutMs", 120_000, 1) or 0) / 1000,
             admin_url=options.get("admin.url"),
             backoff=backoff(options),
+            security=security(options),
         )
+
+    def new_client(self) -> Client:
+        """A client of the service URL with these options' TLS and credentials."""
+        return Client(self.service_url, security=self.security)
 
 
 # -- shared per-process clients ----------------------------------------------------------------------
 
-_CLIENTS: dict[tuple[str, int], Client] = {}
+_CLIENTS: dict[tuple[str, Security, int], Client] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def client_for(service_url: str) -> Client:
+def client_for(options: SourceOptions) -> Client:
     """A client for this process and thread (Spark reuses Python workers across tasks)."""
-    key = (service_url, threading.get_ident())
+    key = (options.service_url, options.security, threading.get_ident())
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
-            client = _CLIENTS[key] = Client(service_url)
+            client = _CLIENTS[key] = options.new_client()
         return client
 
 
@@ -269,7 +277,7 @@ class RangePartition(InputPartition):
 
 def read_range(options: SourceOptions, schema: ValueSchema, part: RangePartition) -> Iterator[pa.RecordBatch]:
     """The rows of one range as Arrow record batches."""
-    client = client_for(options.service_url)
+    client = client_for(options)
     arrow_schema = schema.arrow_schema()
     versions: dict[bytes, str | None] = {}
 
@@ -299,7 +307,7 @@ def _entries(
     retrier = options.backoff.retrier(f"reading {topic}")
     while True:
         reader = PartitionReader(
-            client_for(options.service_url),
+            client_for(options),
             topic,
             after,
             until,
@@ -345,7 +353,7 @@ class PulsarBatchReader(DataSourceReader):
         return self.options.backoff.run(self._plan, "planning the batch read")
 
     def _plan(self) -> list[InputPartition]:
-        client = Client(self.options.service_url)
+        client = self.options.new_client()
         probe = TopicProbe(client)
         try:
             names = resolve_partitions(client, self.options)
@@ -391,7 +399,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def client(self) -> Client:
         if self._client is None:
-            self._client = Client(self.options.service_url)
+            self._client = self.options.new_client()
         return self._client
 
     @property
