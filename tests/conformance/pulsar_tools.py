@@ -4,6 +4,7 @@ resolved from Maven Central by ``tests/conformance/pulsar-tools``), run as a use
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from tests.maven import dependencies
 PROJECT = Path(__file__).resolve().parent / "pulsar-tools"
 ADMIN_MAIN = "org.apache.pulsar.admin.cli.PulsarAdminTool"
 CLIENT_MAIN = "org.apache.pulsar.client.cli.PulsarClientTool"
+_PUBLISH_TIME = re.compile(r"publishTime:\[\d+\]")
 #: A short-lived JVM per command: start fast rather than run fast.
 JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-Xmx256m")
 
@@ -25,6 +27,11 @@ class Result:
     code: int
     out: str
     err: str
+
+
+def cleaned(text: str, suffix: str) -> str:
+    """Output with a run's unique ``suffix`` and the publish times ``pulsar-client consume`` prints replaced."""
+    return _PUBLISH_TIME.sub("publishTime:[<t>]", text.replace(suffix, "<s>")).strip()
 
 
 class Tools:

@@ -26,6 +26,7 @@ import pytest
 from tests.conformance.conftest import ENDPOINT, PULSAR
 from tests.conformance.framework import Outcome, Run, Target, receive_n, scenario, texts
 from tests.conformance.pulsar_standalone import PulsarStandalone
+from tests.conformance.pulsar_tools import Result, Tools, cleaned
 from tests.security import (
     ADMIN_ROLE,
     BASIC_USERS,
@@ -381,3 +382,40 @@ def test_java_admin(run: Run) -> Outcome:
     client certificate over https; no, forged and expired credentials, a wrong password, an untrusted server."""
     target, material = _secure(run)
     return run_admin_security(target.admin_url, target.admin_tls_url, material)
+
+
+@scenario
+def test_command_line_tools(run: Run) -> Outcome:
+    """Pulsar's own pulsar-admin and pulsar-client with ``--auth-plugin``/``--auth-params``, as a user configures
+    them: over https and ``pulsar+ssl://`` with the CA's certificate, with a token and with a basic user; a wrong
+    token; no credentials."""
+    target, material = _secure(run)
+    tools = Tools(target.tls_url, target.admin_tls_url)
+    tls_admin = ("--tls-trust-cert-path", material.path("ca.pem"))
+    tls_client = ("--tlsTrustCertsFilePath", material.path("ca.pem"))
+    token = ("--auth-plugin", "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+             "--auth-params", f"token:{material.token('alice')}")  # fmt: skip
+    user, password = next(iter(BASIC_USERS.items()))
+    basic = ("--auth-plugin", "org.apache.pulsar.client.impl.auth.AuthenticationBasic",
+             "--auth-params", json.dumps({"userId": user, "password": password}))  # fmt: skip
+    forged = ("--auth-plugin", "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+              "--auth-params", f"token:{material.token('alice', forged=True)}")  # fmt: skip
+    topic = run.topic("cli")
+
+    def shown(result: Result) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": result.code}
+        if result.code == 0:
+            out["out"] = cleaned(result.out, run.suffix)
+        return out
+
+    return {
+        "admin token": shown(tools.admin(*tls_admin, *token, "clusters", "list")),
+        "admin basic": shown(tools.admin(*tls_admin, *basic, "clusters", "list")),
+        "admin forged": shown(tools.admin(*tls_admin, *forged, "clusters", "list")),
+        "admin none": shown(tools.admin(*tls_admin, "clusters", "list")),
+        "produce token": shown(tools.client(*tls_client, *token, "produce", "-m", "a,b", topic)),
+        "consume basic": shown(
+            tools.client(*tls_client, *basic, "consume", "-s", "s", "-n", "2", "-p", "Earliest", topic)
+        ),
+        "produce forged": shown(tools.client(*tls_client, *forged, "produce", "-m", "x", topic, timeout=60)),
+    }

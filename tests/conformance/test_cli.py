@@ -3,26 +3,20 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from tests.conformance.framework import Outcome, Run, scenario
-from tests.conformance.pulsar_tools import Result, Tools
-
-_PUBLISH_TIME = re.compile(r"publishTime:\[\d+\]")
+from tests.conformance.pulsar_tools import Result, Tools, cleaned
 
 
 def _shown(run: Run, result: Result, listing: bool) -> dict[str, Any]:
     """Exit code, output and the first line of the error output, with this run's names and times replaced; the
     lines of a ``listing`` sorted (``topics list`` prints a set, in no fixed order)."""
 
-    def clean(text: str) -> str:
-        return _PUBLISH_TIME.sub("publishTime:[<t>]", text.replace(run.suffix, "<s>")).strip()
-
-    out = clean(result.out)
+    out = cleaned(result.out, run.suffix)
     shown: dict[str, Any] = {"code": result.code, "out": "\n".join(sorted(out.splitlines())) if listing else out}
     if result.err.strip():
-        shown["err"] = clean(result.err).splitlines()[0]
+        shown["err"] = cleaned(result.err, run.suffix).splitlines()[0]
     return shown
 
 
