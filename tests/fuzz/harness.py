@@ -62,6 +62,9 @@ class Figures:
     witness_failed_sends: int = 0
     witness_lost: int = 0
     stalls: int = 0
+    #: When each stall began (wall clock, as the server's log lines show it) and how long its send and its receive
+    #: took, to find what the server was doing then.
+    stall_details: list[str] = field(default_factory=list)
     blocked_topics: list[str] = field(default_factory=list)
     rss_peak_mib: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
@@ -82,7 +85,7 @@ class Figures:
                 f"tracebacks             {self.tracebacks}",
                 f"failed group commits   {self.failed_commits}",
                 f"failed witness sends   {self.witness_failed_sends} of {self.witness_sent}",
-                f"stalls > {STALL_SECONDS:g} s          {self.stalls}",
+                f"stalls > {STALL_SECONDS:g} s          {self.stalls} {'; '.join(self.stall_details)}".rstrip(),
                 f"blocked topics         {len(self.blocked_topics)} {self.blocked_topics or ''}",
                 f"server RSS peak        {self.rss_peak_mib:.0f} MiB",
                 f"witness latency        median {statistics.median(lat):.1f} ms, p99 {p99:.1f} ms,"
@@ -110,7 +113,7 @@ class Witness(threading.Thread):
         while not self.stop.is_set():
             payload = f"witness-{count}".encode()
             count += 1
-            started = time.monotonic()
+            started, wall = time.monotonic(), time.time()
             self.figures.witness_sent += 1
             try:
                 self.producer.send(payload)
@@ -118,17 +121,24 @@ class Witness(threading.Thread):
                 self.figures.witness_failed_sends += 1
                 continue
             self.acknowledged.append(payload)
+            sent = time.monotonic()
             try:
                 message = self.consumer.receive(30000)
             except pulsar.Timeout:
-                self.figures.stalls += 1
+                self._stall(wall, sent - started, None)
                 continue
             self.consumer.acknowledge(message)
             took = time.monotonic() - started
             self.figures.latencies_ms.append(took * 1000)
             if took > STALL_SECONDS:
-                self.figures.stalls += 1
+                self._stall(wall, sent - started, time.monotonic() - sent)
             time.sleep(0.005)
+
+    def _stall(self, wall: float, send: float, receive: float | None) -> None:
+        self.figures.stalls += 1
+        at = time.strftime("%H:%M:%S", time.localtime(wall)) + f".{int(wall * 1000) % 1000:03d}"
+        received = "no message in 30 s" if receive is None else f"receive {receive * 1000:.0f} ms"
+        self.figures.stall_details.append(f"{at} send {send * 1000:.0f} ms, {received}")
 
     def close(self) -> None:
         self.stop.set()
