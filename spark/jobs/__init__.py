@@ -1,0 +1,1 @@
+"""Jobs submitted to a Spark cluster with ``spark-submit`` (see :mod:`spark.cluster`)."""
