@@ -3,7 +3,7 @@ alike (TLS ports, the token, basic and tls providers, ``authenticationRefreshChe
 
 This module brings its own targets (``endpoint_target``, ``pulsar_target``): both read the certificates, keys and
 password file :class:`tests.security.Material` makes for the session, so the scenarios need no ``--service-url``
-(with one they are skipped). Its golden comes from a private standalone: ``pytest
+(with one they fail, saying so). Its golden comes from a private standalone: ``pytest
 tests/conformance/test_authentication.py --conformance-target pulsar --record-golden``.
 """
 
@@ -127,7 +127,12 @@ def pulsar_target(material: Material, tmp_path_factory: pytest.TempPathFactory) 
 def _secure(run: Run) -> tuple[SecureTarget, Material]:
     target = run.target
     if not isinstance(target, SecureTarget) or target.material is None:
-        pytest.skip("needs this module's secured targets (not --service-url)")
+        # As the suite's other tests that bring their own servers: a broker given with --service-url cannot stand in.
+        pytest.fail(
+            "this scenario starts its own secured targets (TLS, token, basic and tls providers); a broker given with "
+            "--service-url cannot stand in for them",
+            pytrace=False,
+        )
     return target, target.material
 
 
