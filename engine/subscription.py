@@ -503,7 +503,7 @@ class Subscription(ConsumerGroup):
         while (
             consumer.permits > 0 and position <= limit and len(deliveries) < DISPATCH_BUDGET and size < DISPATCH_BYTES
         ):
-            entries = self._read(position, limit, consumer.permits)
+            entries = self._read(position, limit, consumer.permits, DISPATCH_BYTES - size)
             if not entries:
                 position = limit + 1
                 break
@@ -543,7 +543,7 @@ class Subscription(ConsumerGroup):
         room = DISPATCH_BYTES
         if self._replay:
             ids = sorted(self._replay)[:budget]
-            for entry in self.topic.read_ids(ids):
+            for entry in self.topic.read_ids(ids, room):
                 if self._skip(entry):
                     self._replay.discard(entry.entry_id)
                     continue
@@ -561,7 +561,7 @@ class Subscription(ConsumerGroup):
             ready = [c for c in self.consumers if c.ready()]
             if len(self._replay) >= MAX_REPLAY_BACKLOG or not ready:
                 break
-            entries = self._read(position, limit, sum(c.permits for c in ready))
+            entries = self._read(position, limit, sum(c.permits for c in ready), room)
             if not entries:
                 position = limit + 1
                 break
@@ -587,9 +587,11 @@ class Subscription(ConsumerGroup):
             self._send(consumer, deliveries)
         return budget <= 0 or room <= 0
 
-    def _read(self, position: int, limit: int, permits: int) -> list[Entry]:
+    def _read(self, position: int, limit: int, permits: int, max_bytes: int) -> list[Entry]:
         """The next entries for ``permits`` messages: as many as the entries read last suggest (Pulsar's
-        avgMessagesPerEntry), so that a consumer of large batches does not make a whole chunk be read for one.
+        avgMessagesPerEntry), so that a consumer of large batches does not make a whole chunk be read for one; and
+        no more than ``max_bytes`` of them (Pulsar's dispatcherMaxReadSizeBytes), so that a read of large entries
+        from the store does not hold up the server.
 
         An active consumer that reads compacted gets the compacted view up to its horizon first."""
         count = max(1, min(READ_CHUNK, permits // self._messages_per_entry))
@@ -599,7 +601,7 @@ class Subscription(ConsumerGroup):
             if entries:
                 return entries
             position = compaction.horizon + 1
-        entries = self.topic.read(position, min(limit, position + count - 1))
+        entries = self.topic.read(position, min(limit, position + count - 1), max_bytes)
         if entries:
             self._messages_per_entry = max(1, sum(e.num_messages for e in entries) // len(entries))
         return entries

@@ -17,7 +17,7 @@ from engine.entry_cache import EntryCache
 from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.namespaces import SUBSCRIPTION_TYPES, TopicLimits
-from engine.store import TopicRecord
+from engine.store import TopicRecord, up_to_bytes
 from engine.subscription import Consumer, ConsumerGroup, Subscription, SubType
 from engine.transactions import TxnId
 from engine.txn_buffer import TransactionBuffer
@@ -205,24 +205,31 @@ class Topic(ProducerHost):
         """The last entry consumers may read: the transaction buffer's max read position."""
         return self.txn_buffer.max_read_position
 
-    def read(self, start: int, end: int) -> list[Entry]:
-        """Entries ``start..end`` (inclusive) of the confirmed log."""
+    def read(self, start: int, end: int, max_bytes: int | None = None) -> list[Entry]:
+        """Entries ``start..end`` (inclusive) of the confirmed log; with ``max_bytes``, only the first of them, up to
+        the one whose body reaches that many bytes (at least one), so that a read of large entries stays small."""
         end = min(end, self.last_confirmed)
         if start > end:
             return []
         first = self._cache.first
         if first is None:
             first = self.next_entry_id
-        if start >= first:
-            return self._cache.span(start, end)
-        rows = self.store.read(self.topic_id, start, min(end, first - 1))
-        entries = [Entry.from_body(entry_id, body) for entry_id, body in rows]
-        if end >= first:
-            entries += self._cache.span(first, end)
+        entries: list[Entry] = []
+        if start < first:
+            rows = self.store.read(self.topic_id, start, min(end, first - 1), max_bytes)
+            entries = [Entry.from_body(entry_id, body) for entry_id, body in rows]
+            if max_bytes is not None:
+                max_bytes -= sum(len(entry.body) for entry in entries)
+                if max_bytes <= 0:
+                    return entries
+            start = first
+        if end >= start:
+            cached = self._cache.span(start, end)
+            entries += cached if max_bytes is None else up_to_bytes(cached, max_bytes, _body_size)
         return entries
 
-    def read_ids(self, entry_ids: list[int]) -> list[Entry]:
-        """The given confirmed entries, in order."""
+    def read_ids(self, entry_ids: list[int], max_bytes: int | None = None) -> list[Entry]:
+        """The given confirmed entries, in order; ``max_bytes`` as in :meth:`read`."""
         found: list[Entry] = []
         missing: list[int] = []
         for entry_id in entry_ids:
@@ -234,19 +241,25 @@ class Topic(ProducerHost):
             else:
                 found.append(entry)
         if missing:
-            found.extend(Entry.from_body(e, b) for e, b in self.store.read_ids(self.topic_id, missing))
+            rows = self.store.read_ids(self.topic_id, missing, max_bytes)
+            found.extend(Entry.from_body(e, b) for e, b in rows)
+            if max_bytes is not None and sum(len(body) for _, body in rows) >= max_bytes:
+                # The read may have stopped at its bytes: what follows the last entry it read waits for the next call.
+                found = [entry for entry in found if entry.entry_id <= rows[-1][0]]
             found.sort(key=lambda entry: entry.entry_id)
-        return found
+        return found if max_bytes is None else up_to_bytes(found, max_bytes, _body_size)
 
     def last_entry(self) -> Entry | None:
         """The last entry a consumer can be given: markers and aborted messages do not count."""
-        end = self.read_limit
+        end, window = self.read_limit, 1
         while end >= 0:
-            start = max(0, end - 99)
+            # The last entry alone first: it is the answer unless transactions ended after it, and an entry read
+            # from the store may be large.
+            start = max(0, end - window + 1)
             for entry in reversed(self.read(start, end)):
                 if not self.txn_buffer.hides(entry):
                     return entry
-            end = start - 1
+            end, window = start - 1, min(window * 10, 100)
         return None
 
     def entry_at_time(self, publish_time_ms: int) -> int:
@@ -447,3 +460,7 @@ class Topic(ProducerHost):
         for subscription in self.subscriptions.values():
             subscription.close_consumers()
         self.broker.entry_cache.forget(self._cache)
+
+
+def _body_size(entry: Entry) -> int:
+    return len(entry.body)

@@ -31,6 +31,8 @@ NS = V2 + "/{domain:persistent|non-persistent}/{tenant}/{namespace}"
 T = NS + "/{topic}"
 SUB = T + "/subscription/{sub}"
 _ACTIVE = "Topic has active producers/subscriptions"
+#: Bytes of entries a walk through the backlog reads from the log at a time.
+_READ_BYTES = 4 * 1024 * 1024
 
 
 # -- helpers shared with the namespace routes -----------------------------------------------------------
@@ -165,7 +167,7 @@ def _nth_unacked(topic: Topic, sub: Subscription, n: int) -> Entry | None:
     """The n-th (1-based) entry after the subscription's mark-delete position not acknowledged yet."""
     position, seen = sub.cursor.mark_delete + 1, 0
     while position <= topic.last_confirmed:
-        chunk = topic.read(position, min(topic.last_confirmed, position + 199))
+        chunk = topic.read(position, min(topic.last_confirmed, position + 199), _READ_BYTES)
         if not chunk:
             return None
         for entry in chunk:
