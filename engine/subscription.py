@@ -31,10 +31,11 @@ if TYPE_CHECKING:
     from engine.non_persistent import NonPersistentSubscription
     from engine.topic import Topic
 
-#: Entries one dispatch pass may deliver before it yields to other work...
+#: Entries one dispatch pass may read (to deliver, or to pass over: acknowledged, hidden, held) before it yields to
+#: other work...
 DISPATCH_BUDGET = 2000
 #: ...and bytes: a connection that stops reading is noticed at the next pass, so this bounds what one consumer can
-#: have buffered beyond its connection's limit.
+#: have buffered beyond its connection's limit; and a backlog of entries passed over is read a few MiB a turn.
 DISPATCH_BYTES = 4 * 1024 * 1024
 #: Entries a pass reads from the log at a time.
 READ_CHUNK = 200
@@ -499,24 +500,23 @@ class Subscription(ConsumerGroup):
         limit = self.topic.read_limit
         position = self.read_position
         deliveries: list[Delivery] = []
-        size = 0
-        while (
-            consumer.permits > 0 and position <= limit and len(deliveries) < DISPATCH_BUDGET and size < DISPATCH_BYTES
-        ):
+        #: Entries and bytes this pass has read: delivered, or passed over (acknowledged, hidden, held).
+        read = size = 0
+        while consumer.permits > 0 and position <= limit and read < DISPATCH_BUDGET and size < DISPATCH_BYTES:
             entries = self._read(position, limit, consumer.permits, DISPATCH_BYTES - size)
             if not entries:
                 position = limit + 1
                 break
             for entry in entries:
                 position = entry.entry_id + 1
-                if self._skip(entry):
-                    continue
-                delivery = self._delivery(entry)
-                deliveries.append(delivery)
-                consumer.pending.add(entry.entry_id)
-                consumer.permits -= delivery.permits
+                read += 1
                 size += len(entry.body)
-                if consumer.permits <= 0 or size >= DISPATCH_BYTES:
+                if not self._skip(entry):
+                    delivery = self._delivery(entry)
+                    deliveries.append(delivery)
+                    consumer.pending.add(entry.entry_id)
+                    consumer.permits -= delivery.permits
+                if consumer.permits <= 0 or read >= DISPATCH_BUDGET or size >= DISPATCH_BYTES:
                     break
         self.read_position = position
         if deliveries:
@@ -538,21 +538,22 @@ class Subscription(ConsumerGroup):
     def _dispatch_spread(self) -> bool:
         self.take_limits()
         out: dict[Consumer, list[Delivery]] = {}
-        budget = DISPATCH_BUDGET
-        #: Bytes this pass may still deliver.
-        room = DISPATCH_BYTES
+        #: Entries and bytes this pass may still read. An entry read counts when the pass is done with it (delivered,
+        #: or passed over: acknowledged, hidden, held, put back for later), not when it stays where it was.
+        budget, room = DISPATCH_BUDGET, DISPATCH_BYTES
         if self._replay:
             ids = sorted(self._replay)[:budget]
             for entry in self.topic.read_ids(ids, room):
                 if self._skip(entry):
                     self._replay.discard(entry.entry_id)
-                    continue
-                target = self._select(entry)
-                if target is not None:
+                else:
+                    target = self._select(entry)
+                    if target is None:
+                        continue
                     self._replay.discard(entry.entry_id)
                     self._assign(out, target, entry)
-                    budget -= 1
-                    room -= len(entry.body)
+                budget -= 1
+                room -= len(entry.body)
             self._replay.difference_update(e for e in ids if self.cursor.is_acked(e))
         limit = self.topic.read_limit
         position = self.read_position
@@ -566,20 +567,18 @@ class Subscription(ConsumerGroup):
                 position = limit + 1
                 break
             for entry in entries:
-                if self._skip(entry) or self._held_back(entry):
-                    position = entry.entry_id + 1
-                    continue
-                target = self._select(entry)
-                if target is None:
-                    if self.sub_type != SubType.KEY_SHARED:
-                        blocked = True
-                        break
-                    self._replay.add(entry.entry_id)
-                else:
-                    self._assign(out, target, entry)
-                    budget -= 1
-                    room -= len(entry.body)
+                if not (self._skip(entry) or self._held_back(entry)):
+                    target = self._select(entry)
+                    if target is None:
+                        if self.sub_type != SubType.KEY_SHARED:
+                            blocked = True
+                            break
+                        self._replay.add(entry.entry_id)
+                    else:
+                        self._assign(out, target, entry)
                 position = entry.entry_id + 1
+                budget -= 1
+                room -= len(entry.body)
                 if budget <= 0 or room <= 0:
                     break
         self.read_position = position
