@@ -11,7 +11,7 @@ functions worker and no stream storage, everything bound to 127.0.0.1 on free po
 
 The standalone creates ``public/default``, ``pulsar/system`` and the transaction-coordinator assign topic (one
 partition) itself once ``transactionCoordinatorEnabled`` is set; :meth:`PulsarStandalone.start` returns once the
-admin API lists ``public/default`` and the coordinator metadata exists.
+admin API lists ``public/default``, the coordinator metadata exists and coordinator 0 takes a client.
 
 Run by hand: ``python -m tests.conformance.pulsar_standalone [--data-dir DIR]`` prints the URLs and runs until
 Ctrl-C.
@@ -34,9 +34,14 @@ from pathlib import Path
 
 from tests.maven import dependencies
 from tests.server_process import first_answer
+from wire.commands import frame
+from wire.framing import FrameDecoder, ProtocolError
+from wire.pulsar_api_pb2 import BaseCommand, ServerError
 
 POM_DIR = Path(__file__).resolve().parent / "pulsar-broker"
 MAIN_CLASS = "org.apache.pulsar.PulsarStandaloneStarter"
+#: The system topic whose partitions stand for the transaction coordinators.
+_TC_ASSIGN = "persistent://pulsar/system/transaction_coordinator_assign"
 
 #: Heap and direct memory of the JVM. bin/pulsar's default is 2 GB heap + 4 GB direct memory; a standalone under
 #: test needs far less, and the machines this runs on are shared.
@@ -251,12 +256,34 @@ class PulsarStandalone:
             if status != 200 or "public/default" not in json.loads(body):
                 return False
             status, body = _http_get(
-                f"{self.admin_url}/admin/v2/persistent/pulsar/system/transaction_coordinator_assign/partitions",
+                f"{self.admin_url}/admin/v2/{_TC_ASSIGN.replace('://', '/')}/partitions",
                 self.admin_headers,
             )
-            return status == 200 and json.loads(body).get("partitions", 0) > 0
-        except (OSError, ValueError):
+            return status == 200 and json.loads(body).get("partitions", 0) > 0 and self._coordinator_ready()
+        except (OSError, ValueError, ProtocolError):
             return False
+
+    def _coordinator_ready(self) -> bool:
+        """Whether transaction coordinator 0 takes a client, asked as the official clients ask: a lookup of its
+        assign topic partition (which makes the broker own that bundle and load the coordinator), then
+        TC_CLIENT_CONNECT, answered with an error until the coordinator is loaded. The clients retry; a scenario of
+        raw frames asks once. A standalone that requires credentials is not probed."""
+        with socket.create_connection(("127.0.0.1", self.broker_port), timeout=5) as sock:
+            decoder = FrameDecoder()
+            sock.sendall(frame(BaseCommand.CONNECT, client_version="readiness-probe", protocol_version=20))
+            sock.sendall(frame(BaseCommand.LOOKUP, topic=f"{_TC_ASSIGN}-partition-0", request_id=1))
+            while True:
+                data = sock.recv(65536)
+                if not data:
+                    return False
+                for item in decoder.feed(data):
+                    command = item.command
+                    if command.type == BaseCommand.ERROR:
+                        return command.error.error == ServerError.AuthenticationError
+                    if command.type == BaseCommand.LOOKUP_RESPONSE:
+                        sock.sendall(frame(BaseCommand.TC_CLIENT_CONNECT_REQUEST, request_id=2, tc_id=0))
+                    if command.type == BaseCommand.TC_CLIENT_CONNECT_RESPONSE:
+                        return not command.tcClientConnectResponse.HasField("error")
 
     def stop(self, timeout: float = 60.0) -> int | None:
         """SIGTERM (a clean broker shutdown), then SIGKILL if it lingers; returns the exit code."""
