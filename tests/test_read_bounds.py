@@ -23,19 +23,16 @@ COUNT = 40
 def _spy_reads(harness: Harness) -> list[int]:
     """Bytes each store read returned, recorded as the engine reads."""
     store, sizes = harness.broker.store, []
-    read, read_ids = store.read, store.read_ids
 
-    def spied_read(*args: object) -> list[tuple[int, bytes]]:
-        rows = read(*args)
-        sizes.append(sum(len(body) for _, body in rows))
-        return rows
+    def spied(read: Callable[..., list[tuple[int, bytes]]]) -> Callable[..., list[tuple[int, bytes]]]:
+        def recorded(*args: object) -> list[tuple[int, bytes]]:
+            rows = read(*args)
+            sizes.append(sum(len(body) for _, body in rows))
+            return rows
 
-    def spied_read_ids(*args: object) -> list[tuple[int, bytes]]:
-        rows = read_ids(*args)
-        sizes.append(sum(len(body) for _, body in rows))
-        return rows
+        return recorded
 
-    store.read, store.read_ids = spied_read, spied_read_ids  # type: ignore[method-assign]
+    store.read, store.read_ids = spied(store.read), spied(store.read_ids)  # type: ignore[method-assign]
     return sizes
 
 
