@@ -72,7 +72,8 @@ crash-loop: $(VENV)/.installed-test
 model: $(VENV)/.installed-test
 	$(BIN)/python -m tests.model_run --minutes 30 $(ARGS)
 
-## bench-compare: this endpoint and a Pulsar standalone side by side with pulsar-perf; rewrites bench/RESULTS.md
+## bench-compare: this endpoint and a Pulsar standalone side by side with pulsar-perf (throughput, latency and the
+## server's CPU time per message and per transaction; each row 3 times, median and range); rewrites bench/RESULTS.md
 bench-compare: $(VENV)/.installed-test
 	$(BIN)/python bench/compare.py --seconds 10 --pulsar-fsync --results bench/RESULTS.md $(ARGS)
 

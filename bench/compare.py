@@ -3,18 +3,20 @@
 One run measures both targets, one after the other on the same machine, with the same client tool
 (``pulsar-perf`` from ``org.apache.pulsar:pulsar-testclient``, resolved by ``tests/conformance/pulsar-perf``):
 batched and non-batched produce throughput, consume throughput, publish latency p50/p99 at a fixed rate,
-transactions per second with 1 and 100 messages per transaction, start-up time to the first accepted
-connection, and peak RSS. It prints a table with the ratio this/Pulsar of each figure (``--results FILE`` also
-writes it as Markdown). Needs Java 17+ and Maven (Pulsar and pulsar-perf are resolved from Maven Central).
+transactions per second with 1 and 100 messages per transaction, the server's CPU time per message and per
+transaction in each of those runs, start-up time to the first accepted connection, and peak RSS. Every pulsar-perf
+row runs ``--runs`` times (3) per target; the table gives the median and range of each, and the ratio this/Pulsar
+of the medians (``--results FILE`` also writes it as Markdown). Needs Java 17+ and Maven (Pulsar and pulsar-perf are
+resolved from Maven Central).
 
-Run: ``python bench/compare.py [--seconds 10] [--results bench/RESULTS.md]``; ``--service-url/--admin-url`` (and
-``--pid``) measure a running broker instead of starting a Pulsar standalone.
+Run: ``python bench/compare.py [--seconds 10] [--runs 3] [--results bench/RESULTS.md]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,6 +26,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -81,13 +85,15 @@ class Perf:
         self.log4j.write_text(LOG4J2)
         self.log = work / "pulsar-perf.log"
 
-    def run(self, command: str, topic: str, *args: str, timeout: float = 600) -> tuple[float, float, float]:
-        """(msg/s, latency median ms, latency p99 ms) of one pulsar-perf run."""
+    def run(self, command: str, topic: str, *args: str, server_cpu: Callable[[], float], timeout: float = 600) -> Run:
+        """One pulsar-perf run, with the CPU time the server spent during it."""
         argv = [
             "java", "-Xmx1g", f"-Dlog4j.configurationFile={self.log4j}", "-cp", f"{self.lib}/*", PERF_MAIN,
             str(self.conf), command, "-u", self.service_url, *args, topic,
         ]
+        cpu_before = server_cpu()
         result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        cpu = server_cpu() - cpu_before
         with open(self.log, "a") as log:
             log.write(f"$ {' '.join(argv)}\n{result.stdout}\n{result.stderr}\n")
         # A producer's aggregated rate divides by the time until its 10-second reporting loop wakes after the run:
@@ -95,42 +101,68 @@ class Perf:
         periodic = _PRODUCED.findall(result.stdout) if command == "produce" else []
         throughput = _THROUGHPUT.findall(result.stdout)
         latency = _LATENCY.findall(result.stdout)
-        if not (periodic or throughput) or not latency:
+        if not throughput or not latency:
             raise RuntimeError(f"pulsar-perf {command} printed no figures:\n{result.stdout[-3000:]}{result.stderr}")
         rate = sum(float(r) for _, r in periodic) / len(periodic) if periodic else float(throughput[-1][1])
-        return rate, float(latency[-1][1]), float(latency[-1][2])
+        return Run(rate, float(latency[-1][1]), float(latency[-1][2]), int(throughput[-1][0]), cpu)
 
 
-def measure(perf: Perf, seconds: int, rate: int) -> dict[str, float]:
-    """Every throughput and latency figure against one target."""
+@dataclass(frozen=True)
+class Run:
+    """One pulsar-perf run: its rate, publish latencies, the messages it moved and the server CPU they cost."""
+
+    rate: float
+    p50: float
+    p99: float
+    records: int
+    cpu_seconds: float
+
+    def cpu_micros(self, per: int = 1) -> float:
+        """Server CPU (user + system) in microseconds per message, or per group of ``per`` messages."""
+        return self.cpu_seconds * 1e6 * per / self.records if self.records else float("nan")
+
+
+def measure(perf: Perf, seconds: int, rate: int, server_cpu: Callable[[], float]) -> dict[str, float]:
+    """Every throughput, latency and CPU figure against one target, from one run of each pulsar-perf command."""
     run = uuid.uuid4().hex[:8]
     topic = f"persistent://public/default/bench-{run}"
     secs = str(seconds)
-    out: dict[str, float] = {}
-    out["produce_batched"], _, _ = perf.run(
-        "produce", f"{topic}-batched", "-r", "1000000", "-time", secs, "-s", "100", *BOUNDED
-    )
-    out["produce_unbatched"], _, _ = perf.run(
-        "produce", f"{topic}-plain", "-r", "1000000", "-time", secs, "-s", "100", "-db", *BOUNDED
-    )
+
+    def perf_run(command: str, name: str, *args: str) -> Run:
+        return perf.run(command, f"{topic}-{name}", *args, server_cpu=server_cpu)
+
+    batched = perf_run("produce", "batched", "-r", "1000000", "-time", secs, "-s", "100", *BOUNDED)
+    plain = perf_run("produce", "plain", "-r", "1000000", "-time", secs, "-s", "100", "-db", *BOUNDED)
     # Consume what the batched run stored, from the start (the count makes pulsar-perf stop when it is read).
-    stored = int(out["produce_batched"] * seconds * 0.9)
-    out["consume"], _, _ = perf.run("consume", f"{topic}-batched", "-sp", "Earliest", "-ss", "bench", "-m",
-                                    str(stored), "-time", str(seconds * 6))
-    _, out["latency_p50"], out["latency_p99"] = perf.run(
-        "produce", f"{topic}-latency", "-r", str(rate), "-time", secs, "-s", "100", "-db"
-    )
-    txn1, _, _ = perf.run("produce", f"{topic}-txn1", "-r", "1000000", "-time", secs, "-s", "100", "-txn",
-                          "-nmt", "1", "-db", *BOUNDED)
-    txn100, _, _ = perf.run("produce", f"{topic}-txn100", "-r", "1000000", "-time", secs, "-s", "100", "-txn",
-                            "-nmt", "100", *BOUNDED)
-    out["txn1"], out["txn100"] = txn1, txn100 / 100
-    return out
+    stored = int(batched.rate * seconds * 0.9)
+    consume = perf_run("consume", "batched", "-sp", "Earliest", "-ss", "bench", "-m", str(stored),
+                       "-time", str(seconds * 6))
+    fixed = perf_run("produce", "latency", "-r", str(rate), "-time", secs, "-s", "100", "-db")
+    txn1 = perf_run("produce", "txn1", "-r", "1000000", "-time", secs, "-s", "100", "-txn", "-nmt", "1", "-db",
+                    *BOUNDED)
+    txn100 = perf_run("produce", "txn100", "-r", "1000000", "-time", secs, "-s", "100", "-txn", "-nmt", "100",
+                      *BOUNDED)
+    return {
+        "produce_batched": batched.rate,
+        "produce_unbatched": plain.rate,
+        "consume": consume.rate,
+        "latency_p50": fixed.p50,
+        "latency_p99": fixed.p99,
+        "txn1": txn1.rate,
+        "txn100": txn100.rate / 100,
+        "cpu_produce_batched": batched.cpu_micros(),
+        "cpu_produce_unbatched": plain.cpu_micros(),
+        "cpu_consume": consume.cpu_micros(),
+        "cpu_fixed_rate": fixed.cpu_micros(),
+        "cpu_txn1": txn1.cpu_micros(per=1),
+        "cpu_txn100": txn100.cpu_micros(per=100),
+        "cpu_batched100": batched.cpu_micros(per=100),
+    }
 
 
 @dataclass
 class UnderTest:
-    """A target being measured: its URL, start-up time, and a way to read its peak RSS."""
+    """A target being measured: its URL, start-up time, and ways to read its peak RSS and its CPU time so far."""
 
     name: str
     service_url: str
@@ -138,6 +170,19 @@ class UnderTest:
     #: Process start to the first CONNECTED answer (the server can serve a client).
     answer_seconds: float
     peak_rss: Callable[[], int]
+    #: User + system CPU seconds the server process has used since it started.
+    cpu_seconds: Callable[[], float]
+
+
+def process_cpu(pid: int) -> Callable[[], float]:
+    """User + system CPU seconds of one process (the JVM's threads or the endpoint's, all of them)."""
+    process = psutil.Process(pid)
+
+    def read() -> float:
+        times = process.cpu_times()
+        return times.user + times.system
+
+    return read
 
 
 @contextmanager
@@ -150,10 +195,9 @@ def endpoint_target(work: Path) -> Iterator[UnderTest]:
         answers.append(probe.ready_seconds)
         probe.stop()
     server = ServerProcess(work / "endpoint", "--log-level", "WARNING").start()
+    pid = server.process.pid
     try:
-        yield UnderTest(
-            "this endpoint", server.url, min(startups), min(answers), lambda: peak_rss(server.process.pid)
-        )
+        yield UnderTest(OURS, server.url, min(startups), min(answers), lambda: peak_rss(pid), process_cpu(pid))
     finally:
         server.stop()
 
@@ -161,14 +205,15 @@ def endpoint_target(work: Path) -> Iterator[UnderTest]:
 @contextmanager
 def pulsar_target(work: Path, journal_sync: bool = False) -> Iterator[UnderTest]:
     pulsar = PulsarStandalone(work / "pulsar", journal_sync=journal_sync).start()
+    pid = pulsar.process.pid
     try:
-        yield UnderTest("Pulsar standalone", pulsar.url, pulsar.first_connection_seconds,
-                        pulsar.first_answer_seconds, lambda: peak_rss(pulsar.process.pid))
+        yield UnderTest(PULSAR, pulsar.url, pulsar.first_connection_seconds, pulsar.first_answer_seconds,
+                        lambda: peak_rss(pid), process_cpu(pid))
     finally:
         pulsar.stop()
 
 
-def rows_for(results: dict[str, dict[str, float]], rate: int) -> list[Row]:
+def rows_for(results: dict[str, dict[str, list[float]]], rate: int) -> list[Row]:
     specs = [
         ("produce_batched", "produce throughput, batched, 100 B", "msg/s", True),
         ("produce_unbatched", "produce throughput, non-batched, 100 B", "msg/s", True),
@@ -177,6 +222,13 @@ def rows_for(results: dict[str, dict[str, float]], rate: int) -> list[Row]:
         ("latency_p99", f"publish latency p99 at {rate} msg/s, non-batched", "ms", False),
         ("txn1", "transactions per second, 1 message each", "txn/s", True),
         ("txn100", "transactions per second, 100 messages each", "txn/s", True),
+        ("cpu_produce_batched", "server CPU per message, batched produce", "µs/msg", False),
+        ("cpu_produce_unbatched", "server CPU per message, non-batched produce", "µs/msg", False),
+        ("cpu_consume", "server CPU per message, consume", "µs/msg", False),
+        ("cpu_fixed_rate", f"server CPU per message at {rate} msg/s, non-batched", "µs/msg", False),
+        ("cpu_txn1", "server CPU per transaction, 1 message each", "µs/txn", False),
+        ("cpu_txn100", "server CPU per transaction, 100 messages each", "µs/txn", False),
+        ("cpu_batched100", "server CPU per 100 messages, batched, no transaction", "µs/100 msg", False),
         ("startup", "start-up to first accepted connection", "s", False),
         ("answer", "start-up to first CONNECT answered", "s", False),
         ("rss", "peak RSS", "MiB", False),
@@ -194,14 +246,21 @@ def _figure(value: float) -> str:
     return f"{value:,.2f}" if abs(value) < 10 else f"{value:,.1f}"
 
 
+def _spread(values: list[float]) -> str:
+    """The median of a row's runs, with their range when there is more than one."""
+    middle = _figure(statistics.median(values))
+    return middle if len(values) == 1 else f"{middle} ({_figure(min(values))} to {_figure(max(values))})"
+
+
 OURS = "this endpoint"
 PULSAR = "Pulsar standalone"
 PULSAR_FSYNC = "Pulsar, journal fsync"
 
 
 def render(rows: list[Row], references: list[str]) -> str:
-    """A Markdown table: this endpoint, each Pulsar, the ratio this/Pulsar, and whether this endpoint is better or
-    equal than the first Pulsar (the goal) on the row."""
+    """A Markdown table: this endpoint, each Pulsar, the ratio this/Pulsar of the medians, and whether this endpoint
+    is better or equal than the first Pulsar (the goal) on the row. Each cell is the median of the runs and their
+    range."""
     header = f"| figure | unit | {OURS} |"
     rule = "|---|---|---:|"
     for ref in references:
@@ -211,21 +270,31 @@ def render(rows: list[Row], references: list[str]) -> str:
     rule += ":---:|"
     lines = [header, rule]
     for row in rows:
-        ours = row.values[OURS]
-        line = f"| {row.name} | {row.unit} | {_figure(ours)} |"
+        ours = statistics.median(row.values[OURS])
+        line = f"| {row.name} | {row.unit} | {_spread(row.values[OURS])} |"
         for ref in references:
-            theirs = row.values[ref]
-            line += f" {_figure(theirs)} | {ours / theirs if theirs else float('inf'):.3g} |"
-        first = row.values[references[0]]
+            theirs = statistics.median(row.values[ref])
+            line += f" {_spread(row.values[ref])} | {ours / theirs if theirs else float('inf'):.3g} |"
+        first = statistics.median(row.values[references[0]])
         ok = ours >= first if row.higher_is_better else ours <= first
         lines.append(line + f" {'yes' if ok else 'no'} |")
     return "\n".join(lines)
+
+
+def transaction_overhead(results: dict[str, dict[str, list[float]]]) -> str:
+    """Per target: the server CPU of a 100-message transaction over that of 100 batched messages without one."""
+    parts = []
+    for target, figures in results.items():
+        ratio = statistics.median(figures["cpu_txn100"]) / statistics.median(figures["cpu_batched100"])
+        parts.append(f"{target} {ratio:.2f}x")
+    return "Server CPU of a 100-message transaction / 100 batched messages without one: " + ", ".join(parts)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=10, help="length of each pulsar-perf run")
     parser.add_argument("--rate", type=int, default=1000, help="msg/s of the latency run")
+    parser.add_argument("--runs", type=int, default=3, help="runs of every pulsar-perf row per target (median, range)")
     parser.add_argument("--results", type=Path, help="also write the table (Markdown) to this file")
     parser.add_argument("--pulsar-fsync", action="store_true",
                         help="also measure Pulsar with its bookie fsyncing the journal before acknowledging "
@@ -237,27 +306,34 @@ def main() -> None:
     ]
     if args.pulsar_fsync:
         targets.append((PULSAR_FSYNC, lambda work: pulsar_target(work / "fsync", True)))
-    results: dict[str, dict[str, float]] = {}
+    results: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
         work = Path(tmp)
         for name, target in targets:
             print(f"measuring {name} ...", flush=True)
             began = time.monotonic()
+            figures: dict[str, list[float]] = {}
             with target(work) as under_test:
-                figures = measure(Perf(work, under_test.service_url), args.seconds, args.rate)
-                figures["startup"] = under_test.startup_seconds
-                figures["answer"] = under_test.answer_seconds
-                figures["rss"] = under_test.peak_rss() / 2**20
+                perf = Perf(work, under_test.service_url)
+                for run in range(args.runs):
+                    for key, value in measure(perf, args.seconds, args.rate, under_test.cpu_seconds).items():
+                        figures.setdefault(key, []).append(value)
+                    print(f"  run {run + 1} of {args.runs} done at {time.monotonic() - began:.0f} s", flush=True)
+                figures["startup"] = [under_test.startup_seconds]
+                figures["answer"] = [under_test.answer_seconds]
+                figures["rss"] = [under_test.peak_rss() / 2**20]
             results[name] = figures
             print(f"  done in {time.monotonic() - began:.0f} s: {figures}", flush=True)
     table = render(rows_for(results, args.rate), [name for name, _ in targets[1:]])
+    overhead = transaction_overhead(results)
     print(table)
+    print(overhead)
     if args.results:
         command = "python bench/compare.py " + " ".join(sys.argv[1:])
-        args.results.write_text(results_markdown(table, command.strip(), args.seconds))
+        args.results.write_text(results_markdown(table, overhead, command.strip(), args.seconds, args.runs))
 
 
-def results_markdown(table: str, command: str, seconds: int) -> str:
+def results_markdown(table: str, overhead: str, command: str, seconds: int, runs: int) -> str:
     return f"""# This endpoint versus Apache Pulsar standalone
 
 Made by `{command}` ({time.strftime("%Y-%m-%d")}), on one machine, one target
@@ -265,7 +341,16 @@ after the other. "better or equal" compares with the Pulsar standalone as it shi
 
 {table}
 
+{overhead}.
+
 How it was measured:
+
+- Each pulsar-perf row runs {runs} times per target (one target after the other, the same server process for all
+  its runs); a cell is the median and, in brackets, the range of its runs; the ratio compares medians.
+- Server CPU: user + system CPU time of the server process (the endpoint's Python process; the standalone's one
+  JVM, broker and bookie together) during the row's pulsar-perf run, divided by the messages the run moved (or the
+  transactions it committed). pulsar-perf's own JVM is not counted. This figure varies far less with a busy host
+  than throughput does: it counts the work the server did, not how fast it got the cores.
 
 - Client: Pulsar's own `pulsar-perf` (`org.apache.pulsar:pulsar-testclient` 4.0.8, the newest published; it runs
   on the 4.2.4 client libraries), the same for every target, {seconds} s per run, 100-byte messages; throughput rows
