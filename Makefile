@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container demo spark-cluster-demo conformance crash-loop fuzz model clean
+.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-scale bench-container demo spark-cluster-demo conformance crash-loop fuzz model clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,16 @@ model: $(VENV)/.installed-test
 ## server's CPU time per message and per transaction; each row 3 times, median and range); rewrites bench/RESULTS.md
 bench-compare: $(VENV)/.installed-test
 	$(BIN)/python bench/compare.py --seconds 10 --pulsar-fsync --results bench/RESULTS.md $(ARGS)
+
+$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	touch $@ $(VENV)/.installed-test $(VENV)/.installed
+
+## bench-scale: how cost grows with the work (topics, subscriptions, backlog, open transactions, connections, disk
+## after retention), tables in bench/SCALE.md and plots in bench/scale/ (ARGS="--full" for the large points,
+## "--pulsar" for the same points on a Pulsar standalone, "--only topics,backlog" for some sweeps)
+bench-scale: $(VENV)/.installed-bench
+	$(BIN)/python bench/scale.py $(ARGS)
 
 ## bench-container: container start to the first CONNECT answered (Docker, else podman set up as root)
 bench-container: $(VENV)/.installed-test
