@@ -1,10 +1,11 @@
 """JSON body values read as Pulsar's Jackson does with its default coercions: an ``int`` also from a string of digits
-(``"3"``) or from a number with a fraction (truncated), a ``boolean`` also from ``"true"``/``"false"`` or an integer
-(0 is false). Anything else is a 400, as Jersey answers a body Jackson cannot read.
+(``"3"``) or from a number with a fraction (truncated), ``null`` as 0, a ``boolean`` also from ``"true"``/``"false"``
+or an integer (0 is false). Anything else is a 400, as Jersey answers a body Jackson cannot read.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -22,7 +23,9 @@ def _unreadable(value: Any, kind: str) -> AdminError:
 def as_int(value: Any, kind: str = "int") -> int:
     """A Java ``int`` (``kind="long"``: a ``long``) as Jackson reads one from a JSON value."""
     low, high = _JAVA_LONG if kind == "long" else _JAVA_INT
-    if isinstance(value, bool) or value is None:
+    if value is None:
+        return 0  # a null primitive reads as its default
+    if isinstance(value, bool):
         raise _unreadable(value, kind)
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
@@ -86,3 +89,19 @@ def bean(value: Any, kind: str, fields: dict[str, Any]) -> dict[str, Any]:
         else:
             out[name] = raw
     return {k: v for k, v in out.items() if v is not None}
+
+
+def as_string(value: Any) -> str | None:
+    """A Java ``String`` as Jackson reads one: a string, or the text of a number or boolean; null stays null."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    raise _unreadable(value, "java.lang.String")
+
+
+def string_map(value: Any) -> dict[str, str | None]:
+    """A ``Map<String, String>`` as Jackson reads one (numbers and booleans as their text)."""
+    return {str(k): as_string(v) for k, v in as_object(value, "java.util.LinkedHashMap").items()}

@@ -19,7 +19,7 @@ from engine.names import TopicName
 from engine.non_persistent import NonPersistentTopic
 from engine.subscription import Subscription
 from engine.topic import Topic
-from proxy.admin.bodies import as_int, as_object
+from proxy.admin.bodies import as_int, bean, string_map
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminError, Call, Router, absent_reply
 from proxy.admin.messages import entry_reply, pulsar_time
@@ -211,6 +211,29 @@ def _body_int(call: Call) -> int:
     return as_int(call.json(required=True))
 
 
+#: The content type of a ``PartitionedTopicMetadata`` body (Pulsar's ``PartitionedTopicMetadata.MEDIA_TYPE``).
+PARTITIONED_METADATA_TYPE = "application/vnd.partitioned-topic-metadata+json"
+
+
+def _partitioned_metadata(call: Call) -> tuple[int, dict[str, str] | None]:
+    """The partition count and properties of a topic to create: a ``PartitionedTopicMetadata`` object when the body
+    is sent with its content type (as the Java and Go admin clients send it with properties), else a bare ``int``."""
+    if call.content_type.split(";", 1)[0].strip().lower() != PARTITIONED_METADATA_TYPE:
+        return _body_int(call), None
+    body = call.json(required=True)
+    if body is None:
+        # Pulsar's resource dereferences the missing object.
+        raise AdminError(500, "Cannot read the partitions of a null PartitionedTopicMetadata")
+    if not isinstance(body, (dict, list)):
+        # Jackson builds the object from a lone number with its one-``int`` constructor.
+        return as_int(body), None
+    metadata = bean(body, "PartitionedTopicMetadata", {"partitions": 0, "properties": None})
+    properties = metadata.get("properties")
+    if properties is not None:
+        properties = string_map(properties)
+    return as_int(metadata["partitions"]), properties
+
+
 def register(router: Router, ctx: AdminContext) -> None:
     """Add the topic routes."""
     broker = ctx.broker
@@ -243,7 +266,11 @@ def register(router: Router, ctx: AdminContext) -> None:
             raise AdminError(409, "This topic already exists")
         if name.domain != "persistent":
             raise AdminError(405, "Non-persistent topics are not created through the admin API of this endpoint")
+        body = call.json()
+        properties = None if body is None else string_map(body)
         broker.create_topic(name.full)
+        if properties:
+            broker.namespaces.set_topic_properties(name.full, properties)
         return ctx.committed()
 
     @router.route("DELETE", T)
@@ -260,13 +287,15 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("PUT", T + "/partitions")
     def create_partitioned(call: Call) -> Any:
         name = parse_topic(call)
-        partitions = _body_int(call)
+        partitions, properties = _partitioned_metadata(call)
         if partitions <= 0:
             raise AdminError(406, "Number of partitions should be more than 0")
         _require_namespace(ctx, name)
         if partitions_of(ctx, name) or broker.exists(name.full):
             raise AdminError(409, "This topic already exists")
         broker.create_partitioned_topic(name.full, partitions)
+        if properties:
+            broker.namespaces.set_topic_properties(name.full, properties)
         if name.domain == "persistent":
             for index in range(partitions):
                 broker.create_topic(name.partition(index).full)
@@ -285,6 +314,8 @@ def register(router: Router, ctx: AdminContext) -> None:
         if expected == current:
             return None
         broker.create_partitioned_topic(name.full, expected)
+        if name.domain != "persistent":
+            return ctx.committed()  # non-persistent partitions exist once used
         first = broker.topic(name.partition(0).full)
         durable = [s for s in first.subscriptions if first.subscriptions[s].durable]
         for index in range(current, expected):
@@ -307,7 +338,11 @@ def register(router: Router, ctx: AdminContext) -> None:
         partitions = partitions_of(ctx, name)
         if partitions == 0:
             existing_topic(ctx, name)
-        return {"partitions": partitions, "deleted": False}
+        out: dict[str, Any] = {"partitions": partitions, "deleted": False}
+        properties = broker.namespaces.topic_properties(name.full)
+        if properties:
+            out["properties"] = properties
+        return out
 
     @router.route("DELETE", T + "/partitions")
     def delete_partitioned(call: Call) -> Any:
@@ -603,6 +638,8 @@ def register(router: Router, ctx: AdminContext) -> None:
     def properties_target(call: Call) -> TopicName:
         """The topic whose properties a request names: a partitioned topic, or a topic partition that exists."""
         name = parse_topic(call)
+        if name.domain != "persistent":
+            raise AdminError(406, "Need to provide a persistent topic name")
         if not partitions_of(ctx, name):
             existing_topic(ctx, name)
         return name
@@ -621,9 +658,9 @@ def register(router: Router, ctx: AdminContext) -> None:
         body = call.json()
         if body is None:
             return None
-        given = as_object(body, "java.util.LinkedHashMap")
+        given = string_map(body)
         current = broker.namespaces.topic_properties(name.full) or {}
-        broker.namespaces.set_topic_properties(name.full, {**current, **{str(k): str(v) for k, v in given.items()}})
+        broker.namespaces.set_topic_properties(name.full, {**current, **given})
         return None
 
     @router.route("DELETE", T + "/properties")
