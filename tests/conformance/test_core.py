@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import time
 
 import pulsar
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
@@ -414,3 +415,40 @@ def test_non_persistent_topic(run: Run) -> Outcome:
     send_all(producer, ["a", "b"])
     late = client.subscribe(topic, "late", initial_position=Earliest)
     return {"subscribe": early, "received": texts(drain(consumer)), "late_subscriber": texts(drain(late))}
+
+
+@scenario
+def test_non_persistent_acks_and_admin(run: Run) -> Outcome:
+    """On a non-persistent topic: individual and cumulative acks, a negative ack, a redelivery request and seeks
+    change nothing and keep the consumers connected (what is published next arrives)."""
+    client = run.client()
+    topic = f"non-{run.topic('npacks')}"
+    shared = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                              negative_ack_redelivery_delay_ms=100)
+    exclusive = client.subscribe(topic, "e")
+    producer = client.create_producer(topic, batching_enabled=False)
+    send_all(producer, ["m0", "m1", "m2"])
+    got = receive_n(shared, 3)
+    mine = receive_n(exclusive, 3)
+    shared.acknowledge(got[0])
+    shared.negative_acknowledge(got[1])
+    exclusive.acknowledge_cumulative(mine[-1])
+    shared.redeliver_unacknowledged_messages()
+    time.sleep(0.5)
+    again = texts(drain(shared, 300))
+    seeks = {
+        "by_id": run.attempt(lambda: exclusive.seek(mine[0].message_id()) or "done"),
+        "by_time": run.attempt(lambda: exclusive.seek(int(time.time() * 1000) - 60_000) or "done"),
+    }
+    time.sleep(0.5)
+    send_all(producer, ["after"])
+    base = f"/admin/v2/non-persistent/public/default/{topic.rsplit('/', 1)[1]}"
+    routes = [("GET", "/stats")]
+    admin = {f"{method} {path}": run.admin(method, base + path).status for method, path in routes}
+    return {
+        "redelivered": again,
+        "seeks": seeks,
+        "after_shared": texts(drain(shared)),
+        "after_exclusive": texts(drain(exclusive)),
+        "admin": admin,
+    }
