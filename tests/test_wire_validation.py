@@ -21,7 +21,7 @@ from tests.test_admin_http import Http
 from tests.test_bad_input import RawConnection, _producer, assert_logged_close
 from wire.commands import make
 from wire.compression import CompressionError, decompress
-from wire.framing import encode_command, encode_payload_command, make_body
+from wire.framing import encode_command, encode_payload_command, make_body, parse_body
 from wire.pulsar_api_pb2 import BaseCommand, CommandAck, CompressionType, MessageMetadata
 from wire.validate import MAX_BATCH_MESSAGES, check_command
 
@@ -315,3 +315,13 @@ def test_a_transactional_ack_with_a_huge_batch_size_allocates_nothing_in_proport
 def _rss_peak_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as status:
         return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:"))
+
+
+def test_body_with_metadata_missing_required_fields_round_trips() -> None:
+    """A body the server rebuilds keeps metadata without its required fields as the client sent it (Pulsar stores
+    such a SEND); building it once raised EncodeError and closed the connection."""
+    metadata = MessageMetadata(sequence_id=3, txnid_most_bits=1, txnid_least_bits=2)
+    parsed = parse_body(make_body(metadata, b"payload"))
+    assert parsed.checksum_ok
+    assert not parsed.metadata.HasField("producer_name")
+    assert (parsed.metadata.sequence_id, parsed.metadata.txnid_least_bits) == (3, 2)
