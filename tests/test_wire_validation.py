@@ -325,3 +325,19 @@ def test_body_with_metadata_missing_required_fields_round_trips() -> None:
     assert parsed.checksum_ok
     assert not parsed.metadata.HasField("producer_name")
     assert (parsed.metadata.sequence_id, parsed.metadata.txnid_least_bits) == (3, 2)
+
+
+def test_a_negative_deliver_at_time_is_examined_as_a_date(
+    server: ServerProcess, witness: Witness, raw: RawConnection, topic: str
+) -> None:
+    """``deliver_at_time`` is an int64: -1 is a Java long already (it once went through the uint64 conversion,
+    ValueError)."""
+    name = _producer(raw, topic)
+    assert _send(raw, name, 0, deliver_at_time=-1).type == T.SEND_RECEIPT
+    status, headers, _ = Http(server.admin_url).request(
+        "GET",
+        f"/admin/v2/persistent/{topic.removeprefix('persistent://')}/examinemessage"
+        "?initialPosition=earliest&messagePosition=1",
+    )
+    assert status == 200
+    assert headers["X-Pulsar-deliver-at-time"] == "1969-12-31T23:59:59.999Z"
