@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime
 import time
+from typing import Any
 
 import pulsar
-from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
+from pulsar.schema import AvroSchema, BytesSchema, Integer, JsonSchema, Record, String, StringSchema
 
 from tests.conformance.framework import Outcome, Run, drain, receive_n, scenario, send_all, texts
 
@@ -452,3 +453,42 @@ def test_non_persistent_acks_and_admin(run: Run) -> Outcome:
         "after_exclusive": texts(drain(exclusive)),
         "admin": admin,
     }
+
+
+@scenario
+def test_consumer_schema_on_a_fresh_topic(run: Run) -> Outcome:
+    """When a STRING reader may give a fresh topic its schema (Pulsar counts the topic's producers, its connected
+    consumers that are not AUTO_CONSUME, its entries and schema): after a consumer without a schema connected (and
+    closed, or on another topic), a BYTES consumer, a producer (open, closed), another reader, a STRING consumer,
+    and on another partition of a partitioned topic."""
+    client = run.client()
+
+    def reader(topic: str) -> Any:
+        return client.create_reader(topic, pulsar.MessageId.earliest, schema=StringSchema())
+
+    def closed_consumer(topic: str) -> None:
+        client.subscribe(topic, "s").close()
+
+    def partition_of_other(topic: str) -> str:
+        run.admin("PUT", f"/admin/v2/persistent/{topic.removeprefix('persistent://')}/partitions", 2)
+        client.subscribe(topic + "-partition-0", "s")
+        return topic + "-partition-1"
+
+    setups: dict[str, Any] = {
+        "consumer_connected": lambda topic: client.subscribe(topic, "s"),
+        "consumer_closed": closed_consumer,
+        "consumer_on_other_topic": lambda topic: client.subscribe(run.topic("other"), "s"),
+        "bytes_consumer": lambda topic: client.subscribe(topic, "s", schema=BytesSchema()),
+        "producer_open": lambda topic: client.create_producer(topic),
+        "producer_closed": lambda topic: client.create_producer(topic).close(),
+        "reader_without_schema": lambda topic: client.create_reader(topic, pulsar.MessageId.earliest),
+        "string_consumer": lambda topic: client.subscribe(topic, "s", schema=StringSchema()),
+        "other_partition": partition_of_other,
+    }
+    out: dict[str, Any] = {}
+    for name, setup in setups.items():
+        topic = run.topic(f"schema-{name}")
+        target = setup(topic)
+        where = target if isinstance(target, str) else topic
+        out[name] = run.attempt(lambda t=where: reader(t) and "subscribed")
+    return out
