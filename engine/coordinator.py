@@ -247,13 +247,14 @@ class Coordinators:
 
         As in Pulsar: the same end again joins the one under way; the other end is refused, naming the status it
         asked for; an end that would reach a namespace that does not exist is never answered. While a timeout's
-        abort is in flight both ends are refused as expecting OPEN (Pulsar's coordinator reads the transaction as
-        OPEN, then fails to move it because the timeout moved it first).
+        abort is in flight, a commit is refused as expecting COMMITTING (Pulsar's coordinator finds the transaction
+        ABORTING), and an abort as expecting ABORTING but finding ABORTED (Pulsar's coordinator lets it join, and
+        the timeout's abort moves the transaction to ABORTED before the client's can).
         """
         meta = self.meta(txn)
         target = ENDING[action]
-        if meta.timed_out and meta.status is TxnStatus.ABORTING:
-            raise invalid_status(txn, TxnStatus.OPEN, meta.status)
+        if meta.timed_out and meta.status is TxnStatus.ABORTING and action is TxnAction.ABORT:
+            raise invalid_status(txn, TxnStatus.ABORTING, TxnStatus.ABORTED)
         if meta.status is not target and target not in TRANSITIONS[meta.status]:
             raise invalid_status(txn, target, meta.status)
         if self._touches_missing_namespace(meta):

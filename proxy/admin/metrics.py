@@ -1,9 +1,10 @@
 """``GET /metrics``: the Prometheus text format, with Pulsar's metric names where Pulsar has them.
 
 The engine's figures, read at scrape time (the few Pulsar has no name for under ``pulsar_txn_proxy_``): per loaded
-topic (labels ``cluster``, ``namespace``, ``topic``, as Pulsar's topic-level metrics), per subscription (plus ``subscription``), per transaction coordinator
-(``coordinator_id``), and the broker-wide publish latency histogram: how long publishes wait for the group commit that
-makes them durable, in milliseconds, in the buckets of Pulsar's ``pulsar_storage_write_latency_le_*``.
+topic (labels ``cluster``, ``namespace``, ``topic``, as Pulsar's topic-level metrics), per subscription (plus
+``subscription``), per transaction coordinator (``coordinator_id``), and the broker-wide publish latency histogram:
+how long publishes wait for the group commit that makes them durable, in milliseconds, in the buckets of Pulsar's
+``pulsar_storage_write_latency_le_*``.
 
 A scrape reads the engine in the reactor thread into plain tuples (fast), then writes the text in a worker thread,
 so that a large scrape does not hold up message traffic: the families with a sample per topic or subscription with
