@@ -69,6 +69,8 @@ class TxnMeta:
     #: The names partitions were added under where the client did not give the full name (reported as given).
     partition_names: dict[str, str] = field(default_factory=dict)
     subscriptions: list[tuple[str, str]] = field(default_factory=list)
+    #: The same for the topics of subscriptions.
+    subscription_names: dict[str, str] = field(default_factory=dict)
     waiters: list[Done] = field(default_factory=list)
     timed_out: bool = False
     #: COMMITTING/ABORTING without an end under way (see ``Coordinators._hold``).
@@ -221,11 +223,14 @@ class Coordinators:
                 meta.partition_names[partition] = record["name"] = given
             self._record(meta, record)
 
-    def add_subscriptions(self, txn: TxnId, subscriptions: list[tuple[str, str]], done: Done) -> None:
-        """Register subscriptions the transaction acknowledges on."""
+    def add_subscriptions(
+        self, txn: TxnId, subscriptions: list[tuple[str, str]], done: Done, given: dict[str, str] | None = None
+    ) -> None:
+        """Register subscriptions the transaction acknowledges on (``given``: the topic names as the client gave
+        them, by full name)."""
         meta = self.require_open(txn)
         for topic, subscription in subscriptions:
-            self._enlist(meta, topic, subscription)
+            self._enlist(meta, topic, subscription, (given or {}).get(topic))
         done(txn)
 
     def enlist_subscription(self, txn: TxnId, topic: str, subscription: str) -> None:
@@ -237,10 +242,13 @@ class Coordinators:
         self._enlist(self.require_open(txn), topic, subscription)
         self.pending_ack_marks.setdefault((topic, subscription), {})
 
-    def _enlist(self, meta: TxnMeta, topic: str, subscription: str) -> None:
+    def _enlist(self, meta: TxnMeta, topic: str, subscription: str, given: str | None = None) -> None:
         if (topic, subscription) not in meta.subscriptions:
             meta.subscriptions.append((topic, subscription))
-            self._record(meta, {"op": "subscription", "topic": topic, "subscription": subscription})
+            record = {"op": "subscription", "topic": topic, "subscription": subscription}
+            if given is not None and given != topic and topic not in meta.subscription_names:
+                meta.subscription_names[topic] = record["name"] = given
+            self._record(meta, record)
 
     def end(self, txn: TxnId, action: TxnAction, done: Done) -> None:
         """Commit or abort; ``done(None)`` once every partition and subscription has applied it.
@@ -375,6 +383,8 @@ class Coordinators:
                     meta.partition_names[record["topic"]] = record["name"]
             elif record["op"] == "subscription":
                 meta.subscriptions.append((record["topic"], record["subscription"]))
+                if "name" in record:
+                    meta.subscription_names.setdefault(record["topic"], record["name"])
             elif record["op"] == "status":
                 meta.status = TxnStatus(record["status"])
         now = now_ms(self.clock)

@@ -95,7 +95,9 @@ def register(router: Router, ctx: AdminContext) -> None:
         acked: dict[str, dict[str, Any]] = {}
         for topic_name, sub_name in meta.subscriptions:
             topic = broker.existing_topic(topic_name)
-            acked.setdefault(topic_name, {})[sub_name] = in_pending_ack(topic, sub_name, meta.txn) if topic else {}
+            # As Pulsar: under the name the client added it with.
+            name = meta.subscription_names.get(topic_name, topic_name)
+            acked.setdefault(name, {})[sub_name] = in_pending_ack(topic, sub_name, meta.txn) if topic else {}
         out = {
             "txnId": str(meta.txn),
             "status": meta.status.value,

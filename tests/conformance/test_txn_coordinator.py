@@ -443,3 +443,30 @@ def test_transaction_buffer_stats_fields(run: Run) -> Outcome:
     finally:
         raw.close()
     return out
+
+
+@scenario
+def test_metadata_names_topics_as_added(run: Run) -> Outcome:
+    """transactionMetadata names produced partitions and acknowledged subscriptions' topics as the client added them:
+    a short name (what the Go client's TestTxn_TCClient and TestTxn_RegisterTopic add) and a full one."""
+    txns = Txns()
+    raw = Raw(run, txns)
+    short = run.name("short")
+    full = run.topic("full")
+    out: dict[str, Any] = {}
+    try:
+        for consumer_id, topic in enumerate((f"persistent://public/default/{short}", full)):
+            raw.subscribe(topic, "my-sub", consumer_id)
+        txn, _ = raw.new_txn(60_000)
+        labels = {short: "short name", full: "full name"}
+        for topic, label in labels.items():
+            out[f"add_subscription {label}"] = raw.add_subscription(txn, topic, "my-sub")
+            out[f"add_partition {label}"] = raw.add_partition(txn, topic)
+        meta = run.admin("GET", f"/admin/v3/transactions/transactionMetadata/{txn[0]}/{txn[1]}").body or {}
+        out["produced"] = sorted(labels.get(topic, topic) for topic in meta.get("producedPartitions", {}))
+        acked = meta.get("ackedPartitions", {})
+        out["acked"] = {labels.get(topic, topic): sorted(subs) for topic, subs in acked.items()}
+        raw.end(txn, TxnAction.ABORT)
+    finally:
+        raw.close()
+    return out
