@@ -130,6 +130,15 @@ def test_failover_txn_acks(run: Run) -> Outcome:
 
 
 @scenario
+def test_txn_chunk_ack(run: Run) -> Outcome:
+    """The Go client's TestTxn_AckChunkMessage: a message larger than the broker's max message size (6 MiB here, over
+    the default 5 MiB; that suite's broker has 1 MiB and sends 1 MiB) sent with chunking in a transaction gives a
+    chunked message id; acknowledged in an aborted transaction it comes back after resubscribing, and acknowledged in
+    a committed one it does not."""
+    return _go(run, "txn_chunk_ack", str(6 * 1024 * 1024))
+
+
+@scenario
 def test_seek_id(run: Run) -> Outcome:
     """Consumer seek to m-3's id after everything was acknowledged."""
     return _go(run, "seek", "id")

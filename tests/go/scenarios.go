@@ -26,6 +26,7 @@ var scenarios = map[string]scenario{
 	"failover_txn_acks": failoverTxnAcks,
 	"seek":              seek,
 	"reader_start":      readerStart,
+	"txn_chunk_ack":     txnChunkAck,
 }
 
 // batchSize is how many messages the batched scenarios send as one batch.
@@ -459,4 +460,76 @@ func subscriptionType(args []string, index int, fallback string) pulsar.Subscrip
 	default:
 		panic("unknown subscription type " + args[index])
 	}
+}
+
+// txnChunkAck <topic> <payload bytes> (the Go client's TestTxn_AckChunkMessage): a chunked message sent in a
+// transaction gives a chunked message id; received, acknowledged in a transaction that aborts, received again after
+// resubscribing, acknowledged in one that commits; nothing comes back after that.
+func txnChunkAck(r *run, args []string) error {
+	topic := arg(args, 0)
+	var size int
+	if _, err := fmt.Sscan(arg(args, 1), &size); err != nil {
+		return err
+	}
+	producer, err := r.client.CreateProducer(pulsar.ProducerOptions{
+		Topic: topic, Name: "chunker", EnableChunking: true, DisableBatching: true, SendTimeout: 30 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	r.closers = append(r.closers, producer.Close)
+	consumer, err := r.consumer(topic, exclusive)
+	if err != nil {
+		return err
+	}
+	txn, err := r.newTxn()
+	if err != nil {
+		return err
+	}
+	payload := make([]byte, size)
+	for i := range payload {
+		payload[i] = byte('a' + i%26)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := producer.Send(ctx, &pulsar.ProducerMessage{Payload: payload, Transaction: txn})
+	r.obs.put("send_error", outcome(err))
+	r.obs.put("message_id_type", fmt.Sprintf("%T", id))
+	r.obs.put("commit_error", outcome(end(txn, true)))
+	first := receive(consumer, 1, 10*time.Second)
+	r.obs.put("first_sizes", sizes(first))
+	txn2, err := r.newTxn()
+	if err != nil {
+		return err
+	}
+	r.obs.put("txn2_ack_errors", ackAllWithTxn(consumer, first, txn2))
+	r.obs.put("abort_error", outcome(end(txn2, false)))
+	consumer.Close()
+	consumer, err = r.consumer(topic, exclusive)
+	if err != nil {
+		return err
+	}
+	again := receive(consumer, 1, 10*time.Second)
+	r.obs.put("again_sizes", sizes(again))
+	txn3, err := r.newTxn()
+	if err != nil {
+		return err
+	}
+	r.obs.put("txn3_ack_errors", ackAllWithTxn(consumer, again, txn3))
+	r.obs.put("txn3_commit_error", outcome(end(txn3, true)))
+	consumer.Close()
+	consumer, err = r.consumer(topic, exclusive)
+	if err != nil {
+		return err
+	}
+	r.obs.put("after_commit_sizes", sizes(within(consumer, quiet)))
+	return nil
+}
+
+func sizes(messages []pulsar.Message) []int {
+	out := make([]int, len(messages))
+	for i, m := range messages {
+		out[i] = len(m.Payload())
+	}
+	return out
 }
