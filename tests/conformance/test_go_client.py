@@ -139,6 +139,19 @@ def test_txn_chunk_ack(run: Run) -> Outcome:
 
 
 @scenario
+def test_key_shared_spread(run: Run) -> Outcome:
+    """The Go client's TestConsumerKeyShared (two Key_Shared consumers, 100 messages on three keys) with names given,
+    since the client names its consumers at random: which consumer gets which keys follows Pulsar's hash ring (points
+    named after the consumer and its index among consumers of that name), two of the same name included."""
+    return {
+        names: normalise_observations(
+            run_scenario(run.target.service_url, "key_shared_spread", run.topic(f"ks-{names}"), names)
+        )
+        for names in ("alpha", "beta", "gamma", "same-x", "same-delta")
+    }
+
+
+@scenario
 def test_seek_id(run: Run) -> Outcome:
     """Consumer seek to m-3's id after everything was acknowledged."""
     return _go(run, "seek", "id")

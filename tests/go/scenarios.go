@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -27,6 +29,7 @@ var scenarios = map[string]scenario{
 	"seek":              seek,
 	"reader_start":      readerStart,
 	"txn_chunk_ack":     txnChunkAck,
+	"key_shared_spread": keySharedSpread,
 }
 
 // batchSize is how many messages the batched scenarios send as one batch.
@@ -532,4 +535,67 @@ func sizes(messages []pulsar.Message) []int {
 		out[i] = len(m.Payload())
 	}
 	return out
+}
+
+// keySharedSpread <topic> <name prefix>|same-<name> (the Go client's TestConsumerKeyShared, whose consumers get random
+// names; here names are given so that the hash ring is the same on every broker): two Key_Shared consumers, 100 messages on the keys key-shared-0..2;
+// how many each consumer gets, and which keys.
+func keySharedSpread(r *run, args []string) error {
+	topic, prefix := arg(args, 0), arg(args, 1)
+	names := []string{prefix + "-1", prefix + "-2"}
+	if strings.HasPrefix(prefix, "same-") {
+		names = []string{prefix, prefix} // one name twice: the ring tells them apart by their index among that name
+	}
+	var consumers []pulsar.Consumer
+	for _, name := range names {
+		c, err := r.client.Subscribe(pulsar.ConsumerOptions{
+			Topic: topic, SubscriptionName: "sub-1", Type: pulsar.KeyShared, Name: name,
+		})
+		if err != nil {
+			return err
+		}
+		r.closers = append(r.closers, c.Close)
+		consumers = append(consumers, c)
+	}
+	producer, err := r.producer(topic, false)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < 100; i++ {
+		msg := &pulsar.ProducerMessage{Key: fmt.Sprintf("key-shared-%d", i%3), Payload: []byte(fmt.Sprintf("value-%d", i))}
+		if _, err := producer.Send(context.Background(), msg); err != nil {
+			return err
+		}
+	}
+	counts := []int{0, 0}
+	keys := []map[string]bool{{}, {}}
+	deadline := time.After(10 * time.Second)
+	for counts[0]+counts[1] < 100 {
+		select {
+		case cm := <-consumers[0].Chan():
+			counts[0]++
+			keys[0][cm.Key()] = true
+			_ = consumers[0].Ack(cm.Message)
+		case cm := <-consumers[1].Chan():
+			counts[1]++
+			keys[1][cm.Key()] = true
+			_ = consumers[1].Ack(cm.Message)
+		case <-deadline:
+			r.obs.put("timed_out", true)
+			counts = append(counts, -1)
+		}
+		if len(counts) > 2 {
+			break
+		}
+	}
+	r.obs.put("received", counts[:2])
+	for i, k := range keys {
+		names := make([]string, 0, len(k))
+		for key := range k {
+			names = append(names, key)
+		}
+		sort.Strings(names)
+		r.obs.put(fmt.Sprintf("keys_%d", i+1), names)
+	}
+	return nil
 }
