@@ -491,3 +491,29 @@ def test_namespace_limits_on_a_non_persistent_topic(run: Run) -> Outcome:
     failover = pulsar.ConsumerType.Failover
     outcome["failover"] = run.attempt(lambda: client.subscribe(other, "c", consumer_type=failover) and "subscribed")
     return outcome
+
+
+@scenario
+def test_last_publish_timestamp(run: Run) -> Outcome:
+    """lastPublishTimeStamp in topic and partitioned-topic stats (the Go admin client's TestTopicStatsTimestamps and
+    TestPartitionedTopicStatsTimestamps): 0 before any message, then the time of the last publish."""
+    client = run.client()
+    out: dict[str, Any] = {}
+    for label, partitions in (("topic", 0), ("partitioned", 2)):
+        topic = run.topic(label)
+        base = f"/admin/v2/persistent/public/default/{topic.rsplit('/', 1)[1]}"
+        if partitions:
+            run.admin("PUT", base + "/partitions", partitions)
+        else:
+            run.admin("PUT", base)
+        stats_path = base + ("/partitioned-stats" if partitions else "/stats")
+        before = (run.admin("GET", stats_path).body or {}).get("lastPublishTimeStamp")
+        started = int(time.time() * 1000) - 1000
+        producer = client.create_producer(topic, batching_enabled=False)
+        send_all(producer, ["m0", "m1"])
+        after = (run.admin("GET", stats_path).body or {}).get("lastPublishTimeStamp")
+        out[label] = {
+            "before": before,
+            "after_is_recent": isinstance(after, int) and started <= after <= int(time.time() * 1000) + 1000,
+        }
+    return out
