@@ -136,7 +136,7 @@ POLICIES: dict[str, tuple[str, str, Check]] = {
     "subscriptionExpirationTime": (
         "subscription_expiration_time_minutes",
         "POST",
-        check_integer(0, "SubscriptionExpirationTime must be 0 or more"),
+        check_integer(0, "Invalid value for subscription expiration time"),
     ),
     "persistence": ("persistence", "POST", _of_type(dict, "PersistencePolicies")),
     "delayedDelivery": ("delayed_delivery_policies", "POST", _of_type(dict, "DelayedDeliveryPolicies")),
@@ -152,7 +152,7 @@ POLICIES: dict[str, tuple[str, str, Check]] = {
     "deduplicationSnapshotInterval": (
         "deduplicationSnapshotIntervalSeconds",
         "POST",
-        check_integer(0, "interval must be 0 or more"),
+        check_integer(0, "interval must be greater than or equal to 0"),
     ),
     "compactionThreshold": ("compaction_threshold", "PUT", check_integer(0, "compactionThreshold must be 0 or more")),
     "offloadThreshold": ("offload_threshold", "PUT", check_integer(None, "")),
@@ -194,6 +194,9 @@ POLICIES: dict[str, tuple[str, str, Check]] = {
         check_integer(0, "maxTopicsPerNamespace must be 0 or more"),
     ),
 }
+
+#: Policies whose set answers 200 (without a body) on Pulsar.
+_ANSWERED_200 = {"offloadThresholdInSeconds"}
 
 #: Policies Pulsar has no DELETE for (they are set to another value instead; a DELETE answers 405).
 _NOT_REMOVED = {
@@ -366,7 +369,8 @@ def register(router: Router, ctx: AdminContext) -> None:
         def put(call: Call) -> Any:
             namespace = require_namespace(call)
             namespaces.set_policy(namespace, field, check(call.json(required=True)))
-            return None
+            # Pulsar's resource for this one answers 200 without a body, the others 204.
+            return absent_reply() if endpoint in _ANSWERED_200 else None
 
         def delete(call: Call) -> Any:
             namespaces.set_policy(require_namespace(call), field, None)
@@ -407,11 +411,21 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("GET", NS + "/persistence/bookieAffinity")
     def bookie_affinity(call: Call) -> Any:
-        value = namespaces.policy(require_namespace(call), _BOOKIE_AFFINITY)
-        if value is None:
-            # Pulsar keeps the group in the namespace's local policies, which a namespace has once a group was set.
+        namespace = require_namespace(call)
+        value = namespaces.policy(namespace, _BOOKIE_AFFINITY)
+        if value is None and not _has_local_policies(namespace):
             raise AdminError(404, "Namespace local-policies does not exist")
         return value or absent_reply()
+
+    def _has_local_policies(namespace: str) -> bool:
+        """Pulsar keeps the group in the namespace's local policies, which a namespace has once a group was set or
+        once one of its topics was loaded (its bundle owned)."""
+        broker = ctx.broker
+        return bool(
+            broker.topics_of_namespace(namespace)
+            or broker.partitioned_topics(namespace)
+            or broker.non_persistent_topics(namespace)
+        )
 
     @router.route("POST", NS + "/persistence/bookieAffinity")
     def set_bookie_affinity(call: Call) -> Any:

@@ -517,3 +517,27 @@ def test_last_publish_timestamp(run: Run) -> Outcome:
             "after_is_recent": isinstance(after, int) and started <= after <= int(time.time() * 1000) + 1000,
         }
     return out
+
+
+@scenario
+def test_namespace_policy_answers_of_the_go_admin_suite(run: Run) -> Outcome:
+    """What the Go admin client's namespace tests read: refusals of negative values in Pulsar's words (its
+    TestNamespaces_SetSubscriptionExpirationTime), the status of setting offloadThresholdInSeconds, and the bookie
+    affinity group of a namespace without and with loaded topics (its TestNamespaces_BookieAffinityGroup reads
+    public/default, which has topics: no group is 200 without a body there)."""
+    namespace = _namespace(run, "goadmin")
+    base = f"/admin/v2/namespaces/{namespace}"
+    out: dict[str, Any] = {}
+    for route in ("subscriptionExpirationTime", "deduplicationSnapshotInterval", "messageTTL"):
+        out[f"{route} -60"] = _answer(run.admin("POST", f"{base}/{route}", -60))
+    out["offloadThresholdInSeconds set"] = run.admin("PUT", f"{base}/offloadThresholdInSeconds", 100).status
+    affinity = base + "/persistence/bookieAffinity"
+    out["affinity without topics"] = _answer(run.admin("GET", affinity))
+    run.admin("PUT", f"/admin/v2/persistent/{namespace}/t")
+    out["affinity with a topic"] = _answer(run.admin("GET", affinity))
+    group = {"bookkeeperAffinityGroupPrimary": "primary-group", "bookkeeperAffinityGroupSecondary": "secondary-group"}
+    out["set"] = run.admin("POST", affinity, group).status
+    out["affinity set"] = _answer(run.admin("GET", affinity))
+    out["delete"] = run.admin("DELETE", affinity).status
+    out["affinity deleted"] = _answer(run.admin("GET", affinity))
+    return out
