@@ -19,7 +19,7 @@ from engine.names import TopicName
 from engine.non_persistent import NonPersistentTopic
 from engine.subscription import Subscription
 from engine.topic import Topic
-from proxy.admin.bodies import as_int, bean, string_map
+from proxy.admin.bodies import as_int, bean, string_map, unreadable
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminError, Call, Router, absent_reply
 from proxy.admin.messages import entry_reply, pulsar_time
@@ -130,9 +130,15 @@ def message_id_of(position: Any) -> MessageId:
         return EARLIEST
     if position == "latest":
         return LATEST
+    if position is None:
+        raise AdminError(500, "Request failed.")  # Pulsar's resource dereferences the missing position
     if not isinstance(position, dict):
-        raise AdminError(400, "Cannot deserialize the body as a message id")
-    fields = [position.get(k, -1) for k in ("ledgerId", "entryId", "partitionIndex", "batchIndex")]
+        raise unreadable(position, "ResetCursorData")
+    # A field left out holds -1, one given null 0 (Jackson's zero of a long).
+    fields = [
+        0 if k in position and position[k] is None else position.get(k, -1)
+        for k in ("ledgerId", "entryId", "partitionIndex", "batchIndex")
+    ]
     try:
         return MessageId.checked(*(int(v) if isinstance(v, str) else v for v in fields))
     except ValueError:
@@ -211,6 +217,14 @@ def _body_int(call: Call) -> int:
     return as_int(call.json(required=True))
 
 
+def _topic_properties(body: Any) -> dict[str, str]:
+    """Topic properties from a ``Map<String, String>`` body; a null value fails in Pulsar's map (500)."""
+    given = string_map(body)
+    if any(value is None for value in given.values()):
+        raise AdminError(500, "Request failed.")
+    return given  # type: ignore[return-value]
+
+
 #: The content type of a ``PartitionedTopicMetadata`` body (Pulsar's ``PartitionedTopicMetadata.MEDIA_TYPE``).
 PARTITIONED_METADATA_TYPE = "application/vnd.partitioned-topic-metadata+json"
 
@@ -262,15 +276,19 @@ def register(router: Router, ctx: AdminContext) -> None:
     def create_topic(call: Call) -> Any:
         name = parse_topic(call)
         _require_namespace(ctx, name)
+        body = call.json()
+        given = None if body is None else string_map(body)
         if partitions_of(ctx, name) or broker.exists(name.full):
             raise AdminError(409, "This topic already exists")
         if name.domain != "persistent":
-            raise AdminError(405, "Non-persistent topics are not created through the admin API of this endpoint")
-        body = call.json()
-        properties = None if body is None else string_map(body)
+            # As Pulsar: the topic is loaded (it lives in memory while used); it keeps no properties.
+            broker.client_topic(name.full)
+            return None
         broker.create_topic(name.full)
-        if properties:
-            broker.namespaces.set_topic_properties(name.full, properties)
+        if given:
+            if any(value is None for value in given.values()):
+                raise AdminError(500, "Request failed.")  # Pulsar's map takes no null value: the topic stays
+            broker.namespaces.set_topic_properties(name.full, given)  # type: ignore[arg-type]
         return ctx.committed()
 
     @router.route("DELETE", T)
@@ -529,6 +547,7 @@ def register(router: Router, ctx: AdminContext) -> None:
     def reset_by_position(call: Call) -> Any:
         name = parse_topic(call)
         body = call.json(required=True)
+        message_id_of(body)  # read before anything else, as Jersey reads it
         _no_partitioned(ctx, name, "Reset-cursor at position is not allowed for partitioned-topic")
         sub = subscription_of(existing_topic(ctx, name), call["sub"])
         entry = next_entry_of(sub.topic, body)
@@ -654,11 +673,13 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("PUT", T + "/properties")
     def update_properties(call: Call) -> Any:
-        name = properties_target(call)
         body = call.json()
+        if body is not None:
+            string_map(body)  # read before anything else, as Jersey reads it
+        name = properties_target(call)
         if body is None:
             return None
-        given = string_map(body)
+        given = _topic_properties(body)
         current = broker.namespaces.topic_properties(name.full) or {}
         broker.namespaces.set_topic_properties(name.full, {**current, **given})
         return None

@@ -19,14 +19,8 @@ import pytest
 from tests.conformance.framework import Outcome, Run, scenario
 from tests.conformance.test_topic_policies import _namespace
 
-#: Not done yet (issue 33, item 1): the policy routes do not read bodies as Jackson does everywhere: a null body
-#: (Pulsar: the policy removed, or a primitive's default stored), null bean fields (Pulsar: the field's default),
-#: numbers and booleans sent as strings inside beans (Pulsar: converted; here stored as strings), unknown fields
-#: (Pulsar: dropped; here stored), enum values (Pulsar: unknown ones read as null), and some of Pulsar's checks of
-#: the values. Each scenario below fails on those observations; strict, so that one passing is noticed.
-_NOT_YET = pytest.mark.xfail(
-    strict=True, reason="issue 33 item 1: policy bodies not yet read as Jackson reads them (see _NOT_YET)"
-)
+#: Not built here (issue 33, item 1): these routes answer 501, so their bodies are not read as Pulsar reads them.
+_UNSERVED = pytest.mark.xfail(strict=True, reason="routes this endpoint answers 501 (_UNSERVED_TOPIC_ROUTES)")
 
 #: The content type the Java and Go admin clients send a ``PartitionedTopicMetadata`` with.
 PARTITIONED_METADATA = "application/vnd.partitioned-topic-metadata+json"
@@ -242,22 +236,32 @@ _TOPIC_ROUTES: list[tuple[str, str, list[tuple[str, bytes]]]] = [
     ("POST", "subscriptionDispatchRate", _bean_variants(_DISPATCH_RATE)),
     ("POST", "subscriptionTypesEnabled", _enum_set_variants("Shared")),
     ("POST", "sub/dispatchRate", _bean_variants(_DISPATCH_RATE)),
-    ("POST", "subscription/sub/analyzeBacklog", _bean_variants(_BEANS["ResetCursorData"])),
-    ("POST", "subscription/sub/expireMessages", _bean_variants(_BEANS["ResetCursorData"])),
-    ("POST", "subscription/sub/replicatedSubscriptionStatus", _bool_variants()),
     ("POST", "subscription/sub/resetcursor", _bean_variants(_BEANS["ResetCursorData"])),
-    ("PUT", "subscription/sub/properties", _map_variants()),
-    ("PUT", "backlogSize", _bean_variants(_BEANS["MessageId"])),
     ("PUT", "properties", _map_variants()),
     ("PUT", "schemaCompatibilityStrategy", _enum_variants("FULL")),
     ("PUT", "shadowTopics", _strings_variants(["persistent://public/default/shadow"])),
 ]
 
 
+#: Topic routes this endpoint answers 501 (not built: backlog analysis, expiry by position, replicated subscriptions,
+#: subscription properties, backlog size by position); their bodies are checked on their own, expected to differ.
+_UNSERVED_TOPIC_ROUTES: list[tuple[str, str, list[tuple[str, bytes]]]] = [
+    ("POST", "subscription/sub/analyzeBacklog", _bean_variants(_BEANS["ResetCursorData"])),
+    ("POST", "subscription/sub/expireMessages", _bean_variants(_BEANS["ResetCursorData"])),
+    ("POST", "subscription/sub/replicatedSubscriptionStatus", _bool_variants()),
+    ("PUT", "subscription/sub/properties", _map_variants()),
+    ("PUT", "backlogSize", _bean_variants(_BEANS["MessageId"])),
+]
+
+#: Routes whose reading back right after the set is not settled on Pulsar (its topic policies are written to a
+#: system topic and read from a cache that follows it): status only.
+_STATUS_ONLY = ("/sub/dispatchRate",)
+
+
 def _answer(run: Run, method: str, path: str, body: bytes, content_type: str = "application/json") -> Any:
     """The status of a request with this body and, when the route has a GET, what it reads back."""
     status = run.admin(method, path, body, content_type=content_type).status
-    if method == "PUT" and path.endswith("/subscription/sub/properties"):
+    if path.endswith(_STATUS_ONLY) or path.endswith("/subscription/sub/properties"):
         return status
     read = run.admin("GET", path)
     if read.status == 405:
@@ -265,14 +269,16 @@ def _answer(run: Run, method: str, path: str, body: bytes, content_type: str = "
     return [status, read.status, read.body]
 
 
-def _topic_routes(run: Run, domain: str, namespace: str) -> dict[str, Any]:
+def _topic_routes(
+    run: Run, domain: str, namespace: str, routes: list[tuple[str, str, list[tuple[str, bytes]]]] = _TOPIC_ROUTES
+) -> dict[str, Any]:
     topic = f"{domain}://{namespace}/t"
     base = f"/admin/v2/{domain}/{namespace}/t"
     if domain == "persistent":
         run.admin("PUT", base)
         run.admin("PUT", base + "/subscription/sub", {"ledgerId": -1, "entryId": -1})
     out: dict[str, Any] = {"topic": topic.rsplit("/", 1)[1]}
-    for method, route, variants in _TOPIC_ROUTES:
+    for method, route, variants in routes:
         for tag, body in variants:
             out[f"{method} {route} {tag}"] = _answer(run, method, f"{base}/{route}", body)
     for tag, body in _map_variants():
@@ -311,7 +317,6 @@ def test_partitioned_topic_bodies(run: Run) -> Outcome:
     return {domain: _partition_routes(run, domain, namespace) for domain in ("persistent", "non-persistent")}
 
 
-@_NOT_YET
 @scenario
 def test_namespace_bodies(run: Run) -> Outcome:
     """Every namespace route that takes a body, each with its variants; namespaces and tenants created with
@@ -338,21 +343,18 @@ def test_namespace_bodies(run: Run) -> Outcome:
     return out
 
 
-@_NOT_YET
 @scenario
 def test_persistent_topic_bodies(run: Run) -> Outcome:
     """Every persistent-topic route that takes a body, each with its variants."""
     return _topic_routes(run, "persistent", _namespace(run, "pbodies"))
 
 
-@_NOT_YET
 @scenario
 def test_non_persistent_topic_bodies(run: Run) -> Outcome:
     """The same on non-persistent topics."""
     return _topic_routes(run, "non-persistent", _namespace(run, "npbodies"))
 
 
-@_NOT_YET
 @scenario
 def test_schema_bodies(run: Run) -> Outcome:
     """The schema routes' ``PostSchemaPayload`` bodies."""
@@ -364,3 +366,10 @@ def test_schema_bodies(run: Run) -> Outcome:
             answer = run.admin("POST", path, body)
             out[f"POST {route} {tag}"] = answer.status
     return out
+
+
+@_UNSERVED
+@scenario
+def test_unserved_topic_route_bodies(run: Run) -> Outcome:
+    """The body-taking topic routes this endpoint answers 501, with their variants."""
+    return _topic_routes(run, "persistent", _namespace(run, "unserved"), _UNSERVED_TOPIC_ROUTES)
