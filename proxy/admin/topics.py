@@ -83,6 +83,12 @@ def existing_topic(ctx: AdminContext, name: TopicName) -> Topic:
     return broker.topic(name.full, create=False)
 
 
+def _refuse_non_persistent(call: Call, reason: str) -> None:
+    """What Pulsar answers an operation on stored messages of a non-persistent topic: 405, whether it exists."""
+    if call["domain"] != "persistent":
+        raise AdminError(405, reason)
+
+
 def loaded_non_persistent(ctx: AdminContext, name: TopicName) -> NonPersistentTopic:
     """A non-persistent topic partition that is loaded (404 otherwise: it exists only in memory)."""
     _require_namespace(ctx, name)
@@ -461,6 +467,7 @@ def register(router: Router, ctx: AdminContext) -> None:
         """The last entry of the log, as Pulsar's admin API answers it: open transactions do not hold it back, and
         it may be a transaction's message or marker (the binary GET_LAST_MESSAGE_ID stops at what is readable). A
         batch is named by its last index, with the size fields of Pulsar's ``BatchMessageIdImpl`` left at 0."""
+        _refuse_non_persistent(call, "GetLastMessageId on a non-persistent topic is not allowed")
         topic = existing_topic(ctx, parse_topic(call))
         last = topic.last_confirmed
         out = _message_id(topic, last)
@@ -490,8 +497,11 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("GET", T + "/subscriptions")
     def subscriptions(call: Call) -> Any:
+        name = parse_topic(call)
+        if name.domain != "persistent" and not partitions_of(ctx, name):
+            return list(loaded_non_persistent(ctx, name).subscriptions)
         names: list[str] = []
-        for topic in _targets(ctx, parse_topic(call)):
+        for topic in _targets(ctx, name):
             names.extend(n for n in topic.subscriptions if n not in names)
         return names
 
@@ -538,6 +548,10 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("POST", SUB + "/resetcursor/{timestamp}")
     def reset_by_time(call: Call) -> Any:
         timestamp = call.path_integer("timestamp")
+        name = parse_topic(call)
+        if name.domain != "persistent" and not partitions_of(ctx, name):
+            loaded_non_persistent(ctx, name)
+            return None  # as Pulsar: nothing is stored to move to
         for sub in each_subscription(call):
             sub.reset(sub.topic.entry_at_time(timestamp))
             sub.close_consumers()
@@ -574,6 +588,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("POST", SUB + "/expireMessages/{seconds}")
     def expire(call: Call) -> Any:
+        _refuse_non_persistent(call, "Expire messages on a non-persistent topic is not allowed")
         seconds = call.path_integer("seconds")
         cutoff = now_ms(broker.clock) - seconds * 1000
         for sub in each_subscription(call):
@@ -582,6 +597,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("POST", T + "/all_subscription/expireMessages/{seconds}")
     def expire_all(call: Call) -> Any:
+        _refuse_non_persistent(call, "Expire messages for all subscriptions on a non-persistent topic is not allowed")
         seconds = call.path_integer("seconds")
         cutoff = now_ms(broker.clock) - seconds * 1000
         for topic in _targets(ctx, parse_topic(call)):
@@ -593,6 +609,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("GET", SUB + "/position/{position}")
     def peek(call: Call) -> Any:
+        _refuse_non_persistent(call, "Peek messages on a non-persistent topic is not allowed")
         name = parse_topic(call)
         position = call.path_integer("position")
         _no_partitioned(ctx, name, "Peek messages on a partitioned topic is not allowed")
@@ -608,6 +625,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("GET", T + "/examinemessage")
     def examine(call: Call) -> Any:
+        _refuse_non_persistent(call, "Examine messages on a non-persistent topic is not allowed")
         name = parse_topic(call)
         _no_partitioned(
             ctx,
@@ -731,6 +749,8 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("POST", T + "/terminate")
     def terminate(call: Call) -> Any:
         name = parse_topic(call)
+        if name.domain != "persistent":
+            raise AdminError(406, "Need to provide a persistent topic name")
         _no_partitioned(ctx, name, "Termination of a partitioned topic is not allowed")
         topic = existing_topic(ctx, name)
         return ctx.committed(_message_id(topic, broker.terminate(topic)))
