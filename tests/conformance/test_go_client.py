@@ -152,6 +152,19 @@ def test_key_shared_spread(run: Run) -> Outcome:
 
 
 @scenario
+def test_admin_create_partitioned(run: Run) -> Outcome:
+    """The Go admin client creating partitioned topics: its body is a PartitionedTopicMetadata sent with its content
+    type, ``{"properties": null, "partitions": 4}`` without properties (a 400 here once); partitions and properties
+    read back through the same client."""
+    return normalise_observations(
+        run_scenario(
+            run.target.service_url, "admin_create_partitioned", run.target.admin_url, run.topic("plain"),
+            run.topic("with-properties"),
+        )
+    )
+
+
+@scenario
 def test_seek_id(run: Run) -> Outcome:
     """Consumer seek to m-3's id after everything was acknowledged."""
     return _go(run, "seek", "id")

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	pulsaradmin "github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 )
 
 // A scenario records what the client observed into r.obs and never asserts. Client calls that fail as part of the
@@ -18,18 +21,19 @@ import (
 type scenario func(r *run, args []string) error
 
 var scenarios = map[string]scenario{
-	"produce_consume":   produceConsume,
-	"cumulative_ack":    cumulativeAck,
-	"batch_index_acks":  batchIndexAcks,
-	"txn_produce":       txnProduce,
-	"batch_after_txn":   batchAfterTxn,
-	"txn_ack_abort":     txnAckAbort,
-	"txn_batch_ack":     txnBatchAck,
-	"failover_txn_acks": failoverTxnAcks,
-	"seek":              seek,
-	"reader_start":      readerStart,
-	"txn_chunk_ack":     txnChunkAck,
-	"key_shared_spread": keySharedSpread,
+	"produce_consume":          produceConsume,
+	"cumulative_ack":           cumulativeAck,
+	"batch_index_acks":         batchIndexAcks,
+	"txn_produce":              txnProduce,
+	"batch_after_txn":          batchAfterTxn,
+	"txn_ack_abort":            txnAckAbort,
+	"txn_batch_ack":            txnBatchAck,
+	"failover_txn_acks":        failoverTxnAcks,
+	"seek":                     seek,
+	"reader_start":             readerStart,
+	"txn_chunk_ack":            txnChunkAck,
+	"key_shared_spread":        keySharedSpread,
+	"admin_create_partitioned": adminCreatePartitioned,
 }
 
 // batchSize is how many messages the batched scenarios send as one batch.
@@ -596,6 +600,38 @@ func keySharedSpread(r *run, args []string) error {
 		}
 		sort.Strings(names)
 		r.obs.put(fmt.Sprintf("keys_%d", i+1), names)
+	}
+	return nil
+}
+
+// adminCreatePartitioned <admin url> <topic> <topic with properties> (the Go admin client's topic creation, whose
+// body is a PartitionedTopicMetadata sent with its content type, properties null when none are given): a topic with
+// 4 partitions, one with 2 and properties; what the admin API reads back.
+func adminCreatePartitioned(r *run, args []string) error {
+	admin, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: arg(args, 0)})
+	if err != nil {
+		return err
+	}
+	for key, spec := range map[string][2]string{"plain": {arg(args, 1), ""}, "with_properties": {arg(args, 2), "v"}} {
+		name, err := utils.GetTopicName(spec[0])
+		if err != nil {
+			return err
+		}
+		partitions := 4
+		var properties map[string]string
+		if spec[1] != "" {
+			partitions, properties = 2, map[string]string{"k": spec[1]}
+		}
+		r.obs.put(key+"_create_error", outcome(admin.Topics().CreateWithProperties(*name, partitions, properties)))
+		metadata, err := admin.Topics().GetMetadata(*name)
+		if err != nil {
+			r.obs.put(key+"_metadata_error", outcome(err))
+			continue
+		}
+		r.obs.put(key+"_partitions", metadata.Partitions)
+		got, err := admin.Topics().GetProperties(*name)
+		r.obs.put(key+"_properties", got)
+		r.obs.put(key+"_properties_error", outcome(err))
 	}
 	return nil
 }
