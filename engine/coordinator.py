@@ -69,6 +69,8 @@ class TxnMeta:
     #: The names partitions were added under where the client did not give the full name (reported as given).
     partition_names: dict[str, str] = field(default_factory=dict)
     subscriptions: list[tuple[str, str]] = field(default_factory=list)
+    #: The same for the topics of subscriptions.
+    subscription_names: dict[str, str] = field(default_factory=dict)
     waiters: list[Done] = field(default_factory=list)
     timed_out: bool = False
     #: COMMITTING/ABORTING without an end under way (see ``Coordinators._hold``).
@@ -221,11 +223,14 @@ class Coordinators:
                 meta.partition_names[partition] = record["name"] = given
             self._record(meta, record)
 
-    def add_subscriptions(self, txn: TxnId, subscriptions: list[tuple[str, str]], done: Done) -> None:
-        """Register subscriptions the transaction acknowledges on."""
+    def add_subscriptions(
+        self, txn: TxnId, subscriptions: list[tuple[str, str]], done: Done, given: dict[str, str] | None = None
+    ) -> None:
+        """Register subscriptions the transaction acknowledges on (``given``: the topic names as the client gave
+        them, by full name)."""
         meta = self.require_open(txn)
         for topic, subscription in subscriptions:
-            self._enlist(meta, topic, subscription)
+            self._enlist(meta, topic, subscription, (given or {}).get(topic))
         done(txn)
 
     def enlist_subscription(self, txn: TxnId, topic: str, subscription: str) -> None:
@@ -237,23 +242,27 @@ class Coordinators:
         self._enlist(self.require_open(txn), topic, subscription)
         self.pending_ack_marks.setdefault((topic, subscription), {})
 
-    def _enlist(self, meta: TxnMeta, topic: str, subscription: str) -> None:
+    def _enlist(self, meta: TxnMeta, topic: str, subscription: str, given: str | None = None) -> None:
         if (topic, subscription) not in meta.subscriptions:
             meta.subscriptions.append((topic, subscription))
-            self._record(meta, {"op": "subscription", "topic": topic, "subscription": subscription})
+            record = {"op": "subscription", "topic": topic, "subscription": subscription}
+            if given is not None and given != topic and topic not in meta.subscription_names:
+                meta.subscription_names[topic] = record["name"] = given
+            self._record(meta, record)
 
     def end(self, txn: TxnId, action: TxnAction, done: Done) -> None:
         """Commit or abort; ``done(None)`` once every partition and subscription has applied it.
 
         As in Pulsar: the same end again joins the one under way; the other end is refused, naming the status it
         asked for; an end that would reach a namespace that does not exist is never answered. While a timeout's
-        abort is in flight both ends are refused as expecting OPEN (Pulsar's coordinator reads the transaction as
-        OPEN, then fails to move it because the timeout moved it first).
+        abort is in flight, a commit is refused as expecting COMMITTING (Pulsar's coordinator finds the transaction
+        ABORTING), and an abort as expecting ABORTING but finding ABORTED (Pulsar's coordinator lets it join, and
+        the timeout's abort moves the transaction to ABORTED before the client's can).
         """
         meta = self.meta(txn)
         target = ENDING[action]
-        if meta.timed_out and meta.status is TxnStatus.ABORTING:
-            raise invalid_status(txn, TxnStatus.OPEN, meta.status)
+        if meta.timed_out and meta.status is TxnStatus.ABORTING and action is TxnAction.ABORT:
+            raise invalid_status(txn, TxnStatus.ABORTING, TxnStatus.ABORTED)
         if meta.status is not target and target not in TRANSITIONS[meta.status]:
             raise invalid_status(txn, target, meta.status)
         if self._touches_missing_namespace(meta):
@@ -374,6 +383,8 @@ class Coordinators:
                     meta.partition_names[record["topic"]] = record["name"]
             elif record["op"] == "subscription":
                 meta.subscriptions.append((record["topic"], record["subscription"]))
+                if "name" in record:
+                    meta.subscription_names.setdefault(record["topic"], record["name"])
             elif record["op"] == "status":
                 meta.status = TxnStatus(record["status"])
         now = now_ms(self.clock)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from engine.entry import Entry
 from engine.errors import BrokerError
 from engine.names import TopicName
-from engine.subscription import Consumer, ConsumerGroup, Delivery, SubType, sticky_hash
+from engine.subscription import Consumer, ConsumerGroup, Delivery, SubType
 from engine.topic import Producer, ProducerHost, check_consumer_limits
 from wire.pulsar_api_pb2 import MessageMetadata, ServerError
 
@@ -75,7 +75,7 @@ class NonPersistentSubscription(ConsumerGroup):
     def dispatch(self, entry: Entry) -> None:
         """Hand a just-published message to the consumer it is for, or drop it."""
         if self.sub_type == SubType.KEY_SHARED:
-            consumer = self._owner_of(sticky_hash(entry.sticky_key))
+            consumer = self._owner_of(entry.sticky_key)
             if consumer is None:
                 return  # no consumer owns the key: Pulsar lets the message go without counting a drop
         elif self.single_active:

@@ -144,6 +144,14 @@ def sticky_hash(key: bytes) -> int:
     return mmh3.hash(key, 0, signed=False) & 0x7FFFFFFF
 
 
+def key_slot(key: bytes, ring: bool) -> int:
+    """The slot of a sticky key (or of a hash ring point's name), as Pulsar's selectors make it: in 1..65535 for the
+    consistent-hashing ring, in 0..65535 for fixed ranges (0 read as 1: 0 means "no hash" to its dispatchers)."""
+    if ring:
+        return sticky_hash(key) % (HASH_RANGE_SIZE - 1) + 1
+    return sticky_hash(key) % HASH_RANGE_SIZE or 1
+
+
 class ConsumerGroup:
     """The consumers of one subscription and the choice between them: the active one (Exclusive, Failover), the
     round robin (Shared) and the hash ring or fixed ranges (Key_Shared)."""
@@ -156,6 +164,8 @@ class ConsumerGroup:
         self._active: Consumer | None = None
         self._round_robin = 0
         self._ring: list[tuple[int, Consumer]] = []
+        #: Key_Shared ring: each consumer's index among the consumers of its name (its points' names carry it).
+        self._name_index: dict[Consumer, int] = {}
         self.sticky_mode = False
         #: Messages and bytes delivered on this subscription.
         self.messages_out = 0
@@ -267,24 +277,34 @@ class ConsumerGroup:
         """Another consumer replaced ``previous`` as the active one."""
 
     def _rebuild_ring(self) -> None:
-        ring = []
+        """The consistent-hashing ring of Pulsar's Key_Shared selector: ``RING_POINTS`` points per consumer, each the
+        slot of ``name NUL index NUL point`` (index: the consumer's among those of its name, the lowest free one when
+        it joined); a point two consumers hash to belongs to the one that joined first."""
+        for consumer in [c for c in self._name_index if c not in self.consumers]:
+            del self._name_index[consumer]
+        for consumer in self.consumers:
+            if consumer not in self._name_index:
+                taken = {i for c, i in self._name_index.items() if c.name == consumer.name}
+                self._name_index[consumer] = min(set(range(len(taken) + 1)) - taken)
+        points: dict[int, Consumer] = {}
         for consumer in self.consumers:
             for i in range(RING_POINTS):
-                ring.append((sticky_hash(f"{consumer.name}{consumer.consumer_id}:{i}".encode()), consumer))
-        ring.sort(key=lambda point: point[0])
-        self._ring = ring
+                name = f"{consumer.name}\0{self._name_index[consumer]}\0{i}".encode()
+                points.setdefault(key_slot(name, ring=True), consumer)
+        self._ring = sorted(points.items(), key=lambda point: point[0])
 
-    def _owner_of(self, key_hash: int) -> Consumer | None:
-        """The Key_Shared consumer of a sticky key hash, if any."""
+    def _owner_of(self, key: bytes) -> Consumer | None:
+        """The Key_Shared consumer of a sticky key, if any: by fixed ranges, or the first ring point at or after the
+        key's slot (wrapping around)."""
         if self.sticky_mode:
-            slot = key_hash % HASH_RANGE_SIZE
+            slot = key_slot(key, ring=False)
             for consumer in self.consumers:
                 if any(start <= slot <= end for start, end in consumer.hash_ranges):
                     return consumer
             return None
         if not self._ring:
             return None
-        index = bisect.bisect_left(self._ring, key_hash, key=lambda point: point[0])
+        index = bisect.bisect_left(self._ring, key_slot(key, ring=True), key=lambda point: point[0])
         return self._ring[index % len(self._ring)][1]
 
     def _next_round_robin(self, ready: Callable[[Consumer], bool]) -> Consumer | None:
@@ -661,7 +681,7 @@ class Subscription(ConsumerGroup):
 
     def _select(self, entry: Entry) -> Consumer | None:
         if self.sub_type == SubType.KEY_SHARED:
-            consumer = self._owner_of(sticky_hash(entry.sticky_key))
+            consumer = self._owner_of(entry.sticky_key)
             if consumer is None or not consumer.ready():
                 return None
             joined_at = self._recently_joined.get(consumer)

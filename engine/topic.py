@@ -173,6 +173,9 @@ class Topic(ProducerHost):
         self.ledger_id = record.ledger_id
         self.last_confirmed = self.store.last_entry_id(self.topic_id)
         self.next_entry_id = self.last_confirmed + 1
+        #: When an entry last became durable since the topic was loaded (epoch ms; 0: none yet), as a ledger's
+        #: last add time.
+        self.last_add_ms = 0
         #: The last entry of a terminated topic (no more publishes), else None.
         self.terminated: int | None = broker.terminated.get(name.full)
         self._cache = EntryCache(broker.entry_cache)
@@ -248,6 +251,16 @@ class Topic(ProducerHost):
                 found = [entry for entry in found if entry.entry_id <= rows[-1][0]]
             found.sort(key=lambda entry: entry.entry_id)
         return found if max_bytes is None else up_to_bytes(found, max_bytes, _body_size)
+
+    def last_publish_ms(self) -> int:
+        """Pulsar's ``lastPublishTimeStamp``: when an entry last became durable since the topic was loaded, else the
+        publish time of the last entry (0 if there is none)."""
+        if self.last_add_ms:
+            return self.last_add_ms
+        if self.last_confirmed < 0:
+            return 0
+        last = self.read(self.last_confirmed, self.last_confirmed)
+        return last[0].publish_time if last else 0
 
     def last_entry(self) -> Entry | None:
         """The last entry a consumer can be given: markers and aborted messages do not count."""
@@ -361,6 +374,8 @@ class Topic(ProducerHost):
 
     def committed(self, upto: int) -> None:
         """Staged entries up to ``upto`` became durable: make them readable and dispatch."""
+        if upto > self.last_confirmed:
+            self.last_add_ms = now_ms(self.broker.clock)
         self.last_confirmed = max(self.last_confirmed, upto)
         self._cursors_in_flight = set()
         self._persisted_sequences.update(self._sequences)

@@ -750,7 +750,10 @@ class PulsarConnection(protocol.Protocol):
         subscription = consumer.subscription
         topic = subscription.topic  # type: ignore[union-attr]
         acks = []
-        for mid in map(MessageId.from_proto, request.message_id):
+        # A non-persistent topic keeps no entries: its acknowledgements name nothing (every id is 0:0) and change
+        # nothing, as Pulsar's NonPersistentSubscription ignores them; they are still answered.
+        stored = topic.name.persistent
+        for mid in map(MessageId.from_proto, request.message_id) if stored else ():
             # As Pulsar: ids before the first entry, beyond the last one or of another ledger acknowledge nothing.
             entry = mid.stored_entry(topic.ledger_id, topic.last_confirmed)
             if entry is not None:

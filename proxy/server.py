@@ -191,6 +191,8 @@ class BrokerService:
         txn = None
         if transactional:
             txn = TxnId(send.txnid_most_bits, send.txnid_least_bits)
+            # As Pulsar: a transactional SEND's receipt echoes its highest sequence id as read, 0 when not given.
+            highest = send.highest_sequence_id
             try:
                 check_transactional_send(connection, producer, txn)
             except BrokerError as exc:

@@ -171,8 +171,9 @@ class TransactionCommands:
         def action(done: Callable[[Any], None]) -> None:
             self._require_connected(txn.most)
             self._require_owner(txn)
+            given = {TopicName.parse(s.topic).full: s.topic for s in request.subscription}
             subscriptions = [(TopicName.parse(s.topic).full, s.subscription) for s in request.subscription]
-            self.coordinators.add_subscriptions(txn, subscriptions, done)
+            self.coordinators.add_subscriptions(txn, subscriptions, done, given)
 
         self._run(T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE, request, txn, action)
 

@@ -48,7 +48,7 @@ def test_topic_properties_dates_and_settings_survive_a_restart(server_factory: S
     assert http.json("GET", base + "/stats")[1]["topicCreationTimeStamp"] >= created
 
 
-def test_transaction_partition_names_survive_a_restart(server_factory: ServerFactory) -> None:
+def test_transaction_topic_names_survive_a_restart(server_factory: ServerFactory) -> None:
     proc, url = start_admin_server(server_factory)
     http = Http(url)
     run = Run(Target("endpoint", proc.url, url))
@@ -57,16 +57,20 @@ def test_transaction_partition_names_survive_a_restart(server_factory: ServerFac
     raw = Raw(run, Txns())
     try:
         raw.producer(topic, 1)
+        raw.subscribe(topic, "sub", 1)
         txn, _ = raw.new_txn(600_000)
         raw.add_partition(txn, short)
+        raw.add_subscription(txn, short, "sub")
     finally:
         raw.close()
     path = f"/admin/v3/transactions/transactionMetadata/{txn[0]}/{txn[1]}"
-    assert list(http.json("GET", path)[1]["producedPartitions"]) == [short]
+    meta = http.json("GET", path)[1]
+    assert (list(meta["producedPartitions"]), list(meta["ackedPartitions"])) == ([short], [short])
 
     proc.restart()
     wait_for_admin(url)
-    assert list(http.json("GET", path)[1]["producedPartitions"]) == [short]
+    meta = http.json("GET", path)[1]
+    assert (list(meta["producedPartitions"]), list(meta["ackedPartitions"])) == ([short], [short])
     raw = Raw(run, Txns())
     try:
         assert raw.end(txn, TxnAction.ABORT) == {"ok": True}

@@ -218,14 +218,16 @@ def test_recovery_replays_only_after_the_snapshot(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("timeout_ms", [0, -1, 99])
 def test_timeout_below_the_tick_times_out_as_the_txn_opens(tmp_path: Path, timeout_ms: int) -> None:
-    """As Pulsar's coordinator: an end within the tick finds the timeout's abort in flight, later ones nothing."""
+    """As Pulsar's coordinator: an end within the tick finds the timeout's abort in flight (a commit: expecting
+    COMMITTING; an abort joins it and finds it ABORTED first), later ones nothing."""
     h = Harness(tmp_path)
     txn = h.new_txn(timeout_ms)
-    for action in (TxnAction.ABORT, TxnAction.COMMIT):
+    for action, expected, actual in ((TxnAction.ABORT, "ABORTING", "ABORTED"), (TxnAction.COMMIT, "COMMITTING",
+                                                                               "ABORTING")):
         with pytest.raises(BrokerError) as raised:
             h.end(txn, action)
         assert raised.value.code == ServerError.InvalidTxnStatus
-        assert raised.value.message == f"Expect Txn `{txn}` to be in OPEN status but it is in ABORTING status"
+        assert raised.value.message == f"Expect Txn `{txn}` to be in {expected} status but it is in {actual} status"
     h.clock.advance(0.1)
     with pytest.raises(BrokerError) as raised:
         h.end(txn, TxnAction.ABORT)

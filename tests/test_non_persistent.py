@@ -363,3 +363,25 @@ def test_unused_topics_are_dropped(server_factory: Callable[..., ServerProcess])
         consumer.close()
     finally:
         client.close()
+
+
+def test_acks_are_answered_and_keep_the_connection(server: ServerProcess, np_topic: str) -> None:
+    """Individual and cumulative ACKs (any id) on a non-persistent subscription are answered and change nothing; the
+    connection stays open (an ACK once reached the persistent topics' last entry and closed it)."""
+    conn = RawConnection(server.port)
+    try:
+        conn.handshake()
+        conn.send(T.SUBSCRIBE, topic=np_topic, subscription="sub", subType=0, consumer_id=1, request_id=rid())
+        conn.expect(T.SUCCESS)
+        for ack_type in (CommandAck.Individual, CommandAck.Cumulative):
+            for ledger, entry in ((0, 0), (5, 7), (2**64 - 1, 2**64 - 1)):
+                request_id = rid()
+                conn.send(T.ACK, consumer_id=1, ack_type=ack_type, request_id=request_id,
+                          message_id=[{"ledgerId": ledger, "entryId": entry}])
+                response = conn.expect(T.ACK_RESPONSE).ackResponse
+                assert (response.request_id, response.HasField("error")) == (request_id, False)
+        conn.send(T.REDELIVER_UNACKNOWLEDGED_MESSAGES, consumer_id=1, message_ids=[{"ledgerId": 0, "entryId": 0}])
+        conn.assert_open()
+    finally:
+        conn.close()
+    assert "Traceback" not in server.log()

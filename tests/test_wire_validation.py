@@ -21,7 +21,7 @@ from tests.test_admin_http import Http
 from tests.test_bad_input import RawConnection, _producer, assert_logged_close
 from wire.commands import make
 from wire.compression import CompressionError, decompress
-from wire.framing import encode_command, encode_payload_command, make_body
+from wire.framing import encode_command, encode_payload_command, make_body, parse_body
 from wire.pulsar_api_pb2 import BaseCommand, CommandAck, CompressionType, MessageMetadata
 from wire.validate import MAX_BATCH_MESSAGES, check_command
 
@@ -315,3 +315,29 @@ def test_a_transactional_ack_with_a_huge_batch_size_allocates_nothing_in_proport
 def _rss_peak_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as status:
         return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:"))
+
+
+def test_body_with_metadata_missing_required_fields_round_trips() -> None:
+    """A body the server rebuilds keeps metadata without its required fields as the client sent it (Pulsar stores
+    such a SEND); building it once raised EncodeError and closed the connection."""
+    metadata = MessageMetadata(sequence_id=3, txnid_most_bits=1, txnid_least_bits=2)
+    parsed = parse_body(make_body(metadata, b"payload"))
+    assert parsed.checksum_ok
+    assert not parsed.metadata.HasField("producer_name")
+    assert (parsed.metadata.sequence_id, parsed.metadata.txnid_least_bits) == (3, 2)
+
+
+def test_a_negative_deliver_at_time_is_examined_as_a_date(
+    server: ServerProcess, witness: Witness, raw: RawConnection, topic: str
+) -> None:
+    """``deliver_at_time`` is an int64: -1 is a Java long already (it once went through the uint64 conversion,
+    ValueError)."""
+    name = _producer(raw, topic)
+    assert _send(raw, name, 0, deliver_at_time=-1).type == T.SEND_RECEIPT
+    status, headers, _ = Http(server.admin_url).request(
+        "GET",
+        f"/admin/v2/persistent/{topic.removeprefix('persistent://')}/examinemessage"
+        "?initialPosition=earliest&messagePosition=1",
+    )
+    assert status == 200
+    assert headers["X-Pulsar-deliver-at-time"] == "1969-12-31T23:59:59.999Z"

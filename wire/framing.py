@@ -147,8 +147,12 @@ def split_body(body: bytes) -> tuple[MessageMetadata, bytes]:
 
 
 def make_body(metadata: bytes | MessageMetadata, payload: bytes) -> bytes:
-    """Build ``[0x0e01][crc32c][metaSize][metadata][payload]``."""
-    meta = metadata if isinstance(metadata, bytes) else metadata.SerializeToString()
+    """Build ``[0x0e01][crc32c][metaSize][metadata][payload]``.
+
+    Metadata missing required fields (``producer_name``, ``sequence_id``, ``publish_time``) is written as it is:
+    Pulsar's broker stores and answers such a SEND (it reads those fields from the SEND command), so a body the
+    server rewrites (naming or dropping a transaction) keeps what the client sent."""
+    meta = metadata if isinstance(metadata, bytes) else metadata.SerializePartialToString()
     rest = _U32.pack(len(meta)) + meta + payload
     return _MAGIC_CRC + _U32.pack(crc32c.crc32c(rest)) + rest
 

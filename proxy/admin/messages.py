@@ -59,9 +59,10 @@ _keep_header_case(HEADERS)
 
 
 def pulsar_time(ms: int) -> str:
-    """Epoch milliseconds (a ``uint64`` field, read as a Java ``long``) as Pulsar's ``DateFormatter`` writes them:
-    ISO 8601 in UTC, the fraction only when not zero, a year past 9999 signed, over the whole range of a ``long``."""
-    seconds, millis = divmod(signed64(ms), 1000)
+    """Epoch milliseconds (a Java ``long``: a ``uint64`` field goes through :func:`signed64` first) as Pulsar's
+    ``DateFormatter`` writes them: ISO 8601 in UTC, the fraction only when not zero, a year past 9999 signed, over the
+    whole range of a ``long``."""
+    seconds, millis = divmod(ms, 1000)
     days, seconds = divmod(seconds, 86400)
     year, month, day = _civil(days)
     if year > 9999:
@@ -102,10 +103,11 @@ def entry_reply(topic: Topic, entry: Entry) -> Reply:
     headers = [("X-Pulsar-Message-ID", f"{topic.ledger_id}:{entry.entry_id}")]
     if meta.properties:
         headers.append(("X-Pulsar-PROPERTY", json.dumps({kv.key: kv.value for kv in meta.properties})))
-    headers.append(("X-Pulsar-publish-time", pulsar_time(meta.publish_time)))
+    headers.append(("X-Pulsar-publish-time", pulsar_time(signed64(meta.publish_time))))
     if meta.event_time:
-        headers.append(("X-Pulsar-event-time", pulsar_time(meta.event_time)))
+        headers.append(("X-Pulsar-event-time", pulsar_time(signed64(meta.event_time))))
     if meta.HasField("deliver_at_time"):
+        # An int64 field: already a Java long, negative ones included.
         headers.append(("X-Pulsar-deliver-at-time", pulsar_time(meta.deliver_at_time)))
     data = uncompressed(meta, payload, topic.broker.config.max_message_size)
     if meta.HasField("num_messages_in_batch"):

@@ -1,9 +1,10 @@
 """``GET /metrics``: the Prometheus text format, with Pulsar's metric names where Pulsar has them.
 
-The engine's figures, read at scrape time: per loaded topic (labels ``cluster``, ``namespace``, ``topic``, as
-Pulsar's topic-level metrics), per subscription (plus ``subscription``), per transaction coordinator
-(``coordinator_id``), and the broker-wide publish latency histogram: how long publishes wait for the group commit that
-makes them durable, in milliseconds, in the buckets of Pulsar's ``pulsar_storage_write_latency_le_*``.
+The engine's figures, read at scrape time (the few Pulsar has no name for under ``pulsar_txn_proxy_``): per loaded
+topic (labels ``cluster``, ``namespace``, ``topic``, as Pulsar's topic-level metrics), per subscription (plus
+``subscription``), per transaction coordinator (``coordinator_id``), and the broker-wide publish latency histogram:
+how long publishes wait for the group commit that makes them durable, in milliseconds, in the buckets of Pulsar's
+``pulsar_storage_write_latency_le_*``.
 
 A scrape reads the engine in the reactor thread into plain tuples (fast), then writes the text in a worker thread,
 so that a large scrape does not hold up message traffic: the families with a sample per topic or subscription with
@@ -48,6 +49,10 @@ TOPIC_METRICS = (
     ("pulsar_out_messages_total", "counter", "Messages dispatched since the topic was loaded"),
     ("pulsar_out_bytes_total", "counter", "Bytes dispatched since the topic was loaded"),
     ("pulsar_txn_tb_active_total", "gauge", "Open transactions with entries in the topic"),
+    # The transaction buffer's recovery, which Pulsar does not report: this endpoint's own names.
+    ("pulsar_txn_proxy_tb_recovered_from_snapshot", "gauge", "1 if the buffer was recovered from a snapshot"),
+    ("pulsar_txn_proxy_tb_replayed_entries", "gauge", "Entries the buffer's recovery read after its snapshot"),
+    ("pulsar_txn_proxy_tb_snapshots_total", "counter", "Snapshots the buffer took since the topic was loaded"),
 )
 #: Per-subscription gauges, in the order of :attr:`Snapshot.subscriptions` values.
 SUBSCRIPTION_METRICS = (
@@ -123,6 +128,9 @@ def snapshot(ctx: AdminContext) -> Snapshot:
             msgs_out,
             bytes_out,
             len(topic.txn_buffer.ongoing),
+            int(topic.txn_buffer.recovered_from_snapshot),
+            topic.txn_buffer.replayed_entries,
+            topic.txn_buffer.snapshots_taken,
         )
         out.topics.append((labels, figures))
     for c in broker.coordinators.coordinators:

@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.authorization import actions_of
 from engine.names import TopicName
+from proxy.admin.bodies import UnreadableBodyError, as_string
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminError, Call, Router
 from proxy.admin.topics import T as TOPIC
@@ -24,7 +25,7 @@ _ACTION = "org.apache.pulsar.common.policies.data.AuthAction"
 def _set_of(value: Any, kind: str) -> list[Any]:
     """A JSON array as Jersey reads a ``Set<...>`` body (400 for anything else)."""
     if not isinstance(value, list):
-        raise AdminError(400, f"Cannot deserialize value of type `java.util.HashSet<{kind}>`")
+        raise UnreadableBodyError(400, f"Cannot deserialize value of type `java.util.HashSet<{kind}>`")
     return value
 
 
@@ -79,9 +80,8 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("POST", NS + "/permissions/subscription/{sub}")
     def grant_on_subscription(call: Call) -> Any:
-        roles = _set_of(call.json(required=True), "java.lang.String")
-        if not all(isinstance(role, str) for role in roles):
-            raise AdminError(400, "Cannot deserialize the roles as strings")
+        # Jackson reads numbers and booleans as their text, and keeps a null role.
+        roles = [as_string(role) for role in _set_of(call.json(required=True), "java.lang.String")]
         permissions.grant_subscription(namespace_of(call), call["sub"], roles)
         return None
 
@@ -103,8 +103,10 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("POST", TOPIC + "/permissions/{role}")
     def grant_on_topic(call: Call) -> Any:
-        name = existing_topic(call)
         body = call.json()
+        if body is not None:
+            _set_of(body, _ACTION)  # read before anything else, as Jersey reads it
+        name = existing_topic(call)
         actions = None if body is None else actions_of(_set_of(body, _ACTION))
         permissions.grant_topic(name, call["role"], actions)
         return None

@@ -63,9 +63,12 @@ def schema_response(schema: StoredSchema, registered_ms: int) -> dict[str, Any]:
 def posted_schema(call: Call) -> tuple[int, bytes, dict[str, str]]:
     """The type, data and properties of a ``PostSchemaPayload`` body."""
     payload = call.json(required=True)
-    if not isinstance(payload, dict):
+    if payload is not None and not isinstance(payload, dict):
         raise AdminError(400, "The schema payload must be a JSON object")
-    type_name = payload.get("type")
+    type_name = None if payload is None else payload.get("type")
+    if type_name is None:
+        # Pulsar's resource dereferences the missing payload or type (a NullPointerException, 500).
+        raise AdminError(500, "Request failed.")
     if type_name not in SCHEMA_TYPE_NUMBERS:
         raise AdminError(422, f"Invalid schema type: {type_name}")
     data = payload.get("schema") or ""

@@ -182,7 +182,10 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("POST", "/admin/v2/clusters/{cluster}/failureDomains/{domain}")
     def set_failure_domain(call: Call) -> Any:
         require_cluster(call["cluster"])
-        body = as_object(call.json(required=True), "FailureDomain")
+        given = call.json(required=True)
+        if given is None:
+            return Reply(204)  # Jackson reads null: Pulsar's resource does nothing with it
+        body = as_object(given, "FailureDomain")
         members = body.get("brokers") or []
         if not isinstance(members, list) or not all(isinstance(b, str) for b in members):
             raise AdminError(400, "Cannot deserialize the body as FailureDomain")
@@ -190,7 +193,9 @@ def register(router: Router, ctx: AdminContext) -> None:
             shared = sorted(set(domain.get("brokers", [])) & set(members))
             if other != call["domain"] and shared:
                 raise AdminError(409, f"Domain [{other}] has already broker {shared[0]}")
-        store.put_metadata(_FAILURE_DOMAINS, call["domain"], json.dumps({"brokers": members}))
+        # A domain read without brokers (null) keeps none, and Pulsar writes it without the field.
+        stored = {} if body.get("brokers") is None else {"brokers": members}
+        store.put_metadata(_FAILURE_DOMAINS, call["domain"], json.dumps(stored))
         return Reply(204)
 
     @router.route("DELETE", "/admin/v2/clusters/{cluster}/failureDomains/{domain}")

@@ -9,10 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.backlog_quota import BacklogQuota, QuotaType
-from engine.namespaces import valid_name
-from engine.schema_compat import STRATEGIES
+from engine.namespaces import SUBSCRIPTION_TYPES, valid_name
 from engine.subscription import Subscription
-from proxy.admin.bodies import as_bool, as_int, bean
+from proxy.admin.bodies import UnreadableBodyError, as_bool, as_int, as_object, as_string, bean, string_map, unreadable
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminError, Call, Router, absent_reply, text_reply
 from proxy.admin.topics import namespace_topics
@@ -47,7 +46,7 @@ def check_boolean(value: Any) -> Any:
 def _of_type(kind: type, label: str) -> Check:
     def check(value: Any) -> Any:
         if not isinstance(value, kind):
-            raise AdminError(400, f"Cannot deserialize value {value!r} as {label}")
+            raise UnreadableBodyError(400, f"Cannot deserialize value {value!r} as {label}")
         return value
 
     return check
@@ -56,7 +55,7 @@ def _of_type(kind: type, label: str) -> Check:
 def check_retention(value: Any) -> Any:
     """A ``RetentionPolicies`` body, normalised (400 if unreadable, 412 with Pulsar's reasons if invalid)."""
     if not isinstance(value, dict):
-        raise AdminError(400, "Cannot deserialize the body as RetentionPolicies")
+        raise UnreadableBodyError(400, "Cannot deserialize the body as RetentionPolicies")
     time, size = as_int(value.get("retentionTimeInMinutes") or 0), as_int(value.get("retentionSizeInMB") or 0, "long")
     if size < -1:
         raise AdminError(412, "Invalid retention policy: size limit must be >= -1")
@@ -73,9 +72,8 @@ def check_retention(value: Any) -> Any:
 
 
 def _auto_topic_creation(value: Any) -> Any:
-    if not isinstance(value, dict):
-        raise AdminError(400, "Cannot deserialize the body as AutoTopicCreationOverride")
-    value = {**value, "allowAutoTopicCreation": as_bool(value.get("allowAutoTopicCreation", False))}
+    fields = {"allowAutoTopicCreation": False, "topicType": None, "defaultNumPartitions": None}
+    value = bean(value, "AutoTopicCreationOverride", fields)
     if value.get("defaultNumPartitions") is not None:
         value["defaultNumPartitions"] = as_int(value["defaultNumPartitions"])
     problem = None
@@ -94,19 +92,152 @@ def _auto_topic_creation(value: Any) -> Any:
     return value
 
 
+def enum_value(names: list[str], kind: str) -> Check:
+    """A Java enum as Pulsar's Jackson reads one: its name, or its ordinal as a number; an unknown name (or another
+    case) reads as null (``READ_UNKNOWN_ENUM_VALUES_AS_NULL``); anything else is a 400."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not 0 <= value < len(names):
+                raise unreadable(value, kind)
+            return names[value]
+        if value is not None and not isinstance(value, str):
+            raise unreadable(value, kind)
+        return value if value in names else None
+
+    return check
+
+
+#: Pulsar's SchemaCompatibilityStrategy in declaration order (ordinals).
+STRATEGY_ORDER = [
+    "UNDEFINED",
+    "ALWAYS_INCOMPATIBLE",
+    "ALWAYS_COMPATIBLE",
+    "BACKWARD",
+    "FORWARD",
+    "FULL",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD_TRANSITIVE",
+    "FULL_TRANSITIVE",
+]
+_AUTO_UPDATE_ORDER = [
+    "AutoUpdateDisabled",
+    "Backward",
+    "Forward",
+    "Full",
+    "AlwaysCompatible",
+    "BackwardTransitive",
+    "ForwardTransitive",
+    "FullTransitive",
+]
+_AUTH_MODES = ["None", "Prefix"]
+
+
 def _strategy(value: Any) -> Any:
-    if value not in STRATEGIES:
-        raise AdminError(400, f"Cannot deserialize value {value!r} as SchemaCompatibilityStrategy")
-    return value
+    # Unknown (and null) read as null, which Pulsar stores as UNDEFINED.
+    return enum_value(STRATEGY_ORDER, "SchemaCompatibilityStrategy")(value) or "UNDEFINED"
 
 
-def backlog_quota_of(call: Call, invalid: str) -> tuple[str, BacklogQuota]:
-    """The quota type (``backlogQuotaType``, destination_storage by default) and the quota a set request carries;
-    a quota that cannot be read is a 400 whose reason starts with ``invalid``."""
-    body = _of_type(dict, "BacklogQuota")(call.json(required=True))
+def _auth_mode(value: Any) -> Any:
+    return enum_value(_AUTH_MODES, "SubscriptionAuthMode")(value) or "None"
+
+
+def check_persistence(value: Any) -> Any:
+    """A ``PersistencePolicies`` body; Pulsar refuses quorums that cannot work (and a null body) with 400."""
+    if value is None:
+        raise AdminError(400, "PersistencePolicies must not be null")
+    fields = {
+        "bookkeeperEnsemble": 2,
+        "bookkeeperWriteQuorum": 2,
+        "bookkeeperAckQuorum": 2,
+        "managedLedgerMaxMarkDeleteRate": -1.0,
+    }
+    policy = bean(value, "PersistencePolicies", fields)
+    ensemble, write, ack = (policy[k] for k in list(fields)[:3])
+    if not ensemble >= write >= ack > 0:
+        raise AdminError(400, f"Bookkeeper Ensemble ({ensemble}) >= WriteQuorum ({write}) >= AckQuorum ({ack})")
+    return policy
+
+
+def check_subscription_types(value: Any) -> Any:
+    """A set of subscription type names; an unknown one (or a null set) fails in Pulsar with a 500."""
+    if value is None:
+        raise AdminError(500, "Request failed.")
+    if not isinstance(value, list):
+        raise unreadable(value, "java.util.Set<SubscriptionType>")
+    unknown = [t for t in value if t not in SUBSCRIPTION_TYPES]
+    if unknown:
+        # Pulsar reads an unknown name as null and fails on it with a NullPointerException (500).
+        raise AdminError(500, f"Unknown subscription type: {unknown[0]}")
+    return [t for t in SUBSCRIPTION_TYPES if t in value]  # in declaration order, as Pulsar writes the set
+
+
+def check_entry_filters(value: Any) -> Any:
+    """An ``EntryFilters`` body: none is installed here, as on a standalone Pulsar, so every name is not found."""
+    names = bean(value, "EntryFilters", {"entryFilterNames": ""}).get("entryFilterNames") or ""
+    if not names.strip():
+        raise AdminError(400, "entryFilterNames can't be empty. To remove entry filters use the remove method.")
+    raise AdminError(400, f"Entry filter '{names.split(',')[0].strip()}' not found")
+
+
+#: The offload drivers Pulsar knows.
+_OFFLOAD_DRIVERS = ("S3", "aws-s3", "google-cloud-storage", "filesystem", "azureblob", "aliyun-oss")
+
+
+def check_offload_policies(value: Any) -> Any:
+    """An ``OffloadPolicies`` body: one naming a driver Pulsar knows is kept; the others fail as Pulsar's do."""
+    if value is None:
+        raise AdminError(412, "The offloadPolicies must be specified for namespace offload.")
+    policy = as_object(value, "OffloadPoliciesImpl")
+    if policy.get("managedLedgerOffloadDriver") not in _OFFLOAD_DRIVERS:
+        raise AdminError(412, f"The driver is not supported, support value: {','.join(_OFFLOAD_DRIVERS)}")
+    return policy
+
+
+def _string_set(value: Any) -> Any:
+    if not isinstance(value, list):
+        raise unreadable(value, "java.util.Set")
+    return [as_string(item) for item in value]
+
+
+#: Policies that are lists of clusters: the statuses Pulsar refuses an empty and a null list with.
+_CLUSTER_LISTS = {"replication": (412, 412), "allowedClusters": (400, 500)}
+
+
+def _clusters(value: Any, cluster: str, empty: int, null: int) -> Any:
+    """A list of cluster names: Pulsar refuses a null or empty one (with the given statuses), and one naming a
+    cluster it does not have with 403."""
+    if value is None:
+        raise AdminError(null, "ClusterIds should not be null or empty")
+    if not isinstance(value, list):
+        raise unreadable(value, "java.util.List")
+    if not value:
+        raise AdminError(empty, "ClusterIds should not be null or empty")
+    names = [as_string(item) for item in value]
+    unknown = [name for name in names if name != cluster]
+    if unknown:
+        raise AdminError(403, f"Invalid cluster id '{unknown[0]}'")
+    return names
+
+
+def _boxed_integer(minimum: int, reason: str) -> Check:
+    """An ``Integer`` body: null stays null (the policy removed)."""
+    check = check_integer(minimum, reason)
+    return lambda value: None if value is None else check(value)
+
+
+def backlog_quota_of(call: Call, invalid: str) -> tuple[str, BacklogQuota | None]:
+    """The quota type (``backlogQuotaType``, destination_storage by default) and the quota a set request carries
+    (None for a null body); a quota that cannot be read is a 400 whose reason starts with ``invalid``."""
+    body = call.json(required=True)
     kind = call.query.get("backlogQuotaType") or QuotaType.DESTINATION_STORAGE
+    if body is None:
+        return kind, None
+    body = _of_type(dict, "BacklogQuota")(body)
     if kind not in QuotaType.__members__.values():
         raise AdminError(400, f"Invalid backlog quota type: {kind}")
+    if body.get("policy") is None:
+        raise AdminError(400, f"{invalid} the attribute policy cannot be null")
     try:
         return kind, BacklogQuota.from_policy(body)
     except (TypeError, ValueError) as exc:
@@ -125,34 +256,53 @@ POLICIES: dict[str, tuple[str, str, Check]] = {
     "retention": ("retention_policies", "POST", check_retention),
     "autoTopicCreation": ("autoTopicCreationOverride", "POST", _auto_topic_creation),
     "schemaCompatibilityStrategy": ("schema_compatibility_strategy", "PUT", _strategy),
-    "autoSubscriptionCreation": ("autoSubscriptionCreationOverride", "POST", _of_type(dict, "an object")),
+    "autoSubscriptionCreation": (
+        "autoSubscriptionCreationOverride",
+        "POST",
+        lambda value: bean(value, "AutoSubscriptionCreationOverride", {"allowAutoSubscriptionCreation": False}),
+    ),
     "schemaValidationEnforced": ("schema_validation_enforced", "POST", check_boolean),
     "isAllowAutoUpdateSchema": ("is_allow_auto_update_schema", "POST", check_boolean),
     "schemaAutoUpdateCompatibilityStrategy": (
         "schema_auto_update_compatibility_strategy",
         "PUT",
-        _of_type(str, "a strategy"),
+        enum_value(_AUTO_UPDATE_ORDER, "SchemaAutoUpdateCompatibilityStrategy"),
     ),
     "subscriptionExpirationTime": (
         "subscription_expiration_time_minutes",
         "POST",
-        check_integer(0, "SubscriptionExpirationTime must be 0 or more"),
+        check_integer(0, "Invalid value for subscription expiration time"),
     ),
-    "persistence": ("persistence", "POST", _of_type(dict, "PersistencePolicies")),
-    "delayedDelivery": ("delayed_delivery_policies", "POST", _of_type(dict, "DelayedDeliveryPolicies")),
-    "inactiveTopicPolicies": ("inactive_topic_policies", "POST", _of_type(dict, "InactiveTopicPolicies")),
-    "offloadPolicies": ("offload_policies", "POST", _of_type(dict, "OffloadPolicies")),
-    "entryFilters": ("entryFilters", "POST", _of_type(dict, "EntryFilters")),
-    "subscriptionTypesEnabled": ("subscription_types_enabled", "POST", _of_type(list, "a list")),
-    "allowedTopicPropertyKeysForMetrics": ("allowed_topic_property_keys_for_metrics", "POST", _of_type(list, "a list")),
-    "replication": ("replication_clusters", "POST", _of_type(list, "a list of clusters")),
-    "allowedClusters": ("allowed_clusters", "POST", _of_type(list, "a list of clusters")),
+    "persistence": ("persistence", "POST", check_persistence),
+    "delayedDelivery": (
+        "delayed_delivery_policies",
+        "POST",
+        lambda value: bean(
+            value, "DelayedDeliveryPolicies", {"tickTime": 0, "active": False, "maxDeliveryDelayInMillis": 0}
+        ),
+    ),
+    "inactiveTopicPolicies": (
+        "inactive_topic_policies",
+        "POST",
+        lambda value: bean(
+            value,
+            "InactiveTopicPolicies",
+            {"inactiveTopicDeleteMode": None, "maxInactiveDurationSeconds": 0, "deleteWhileInactive": False},
+        ),
+    ),
+    "offloadPolicies": ("offload_policies", "POST", check_offload_policies),
+    "entryFilters": ("entryFilters", "POST", check_entry_filters),
+    "subscriptionTypesEnabled": ("subscription_types_enabled", "POST", check_subscription_types),
+    "allowedTopicPropertyKeysForMetrics": ("allowed_topic_property_keys_for_metrics", "POST", _string_set),
+    # Checked against this endpoint's cluster (see _CLUSTER_LISTS).
+    "replication": ("replication_clusters", "POST", lambda value: value),
+    "allowedClusters": ("allowed_clusters", "POST", lambda value: value),
     "encryptionRequired": ("encryption_required", "POST", check_boolean),
-    "subscriptionAuthMode": ("subscription_auth_mode", "POST", _of_type(str, "SubscriptionAuthMode")),
+    "subscriptionAuthMode": ("subscription_auth_mode", "POST", _auth_mode),
     "deduplicationSnapshotInterval": (
         "deduplicationSnapshotIntervalSeconds",
         "POST",
-        check_integer(0, "interval must be 0 or more"),
+        _boxed_integer(0, "interval must be greater than or equal to 0"),
     ),
     "compactionThreshold": ("compaction_threshold", "PUT", check_integer(0, "compactionThreshold must be 0 or more")),
     "offloadThreshold": ("offload_threshold", "PUT", check_integer(None, "")),
@@ -195,6 +345,23 @@ POLICIES: dict[str, tuple[str, str, Check]] = {
     ),
 }
 
+#: Policies a null body removes (objects and boxed values: Jackson reads null, and Pulsar stores it).
+_NULL_REMOVES = {
+    "autoSubscriptionCreation",
+    "autoTopicCreation",
+    "delayedDelivery",
+    "inactiveTopicPolicies",
+    "entryFilters",
+    "retention",
+    "allowedTopicPropertyKeysForMetrics",
+}
+
+#: Policies whose GET answers 204 (not 200 without a body) when they are not set.
+_ABSENT_204 = {"schemaAutoUpdateCompatibilityStrategy"}
+
+#: Policies whose set answers 200 (without a body) on Pulsar.
+_ANSWERED_200 = {"offloadThresholdInSeconds", "replication", "allowedClusters"}
+
 #: Policies Pulsar has no DELETE for (they are set to another value instead; a DELETE answers 405).
 _NOT_REMOVED = {
     "allowedClusters",
@@ -221,11 +388,29 @@ CLUSTER_POLICIES = {
 }
 
 
+_DISPATCH_RATE = {
+    "dispatchThrottlingRateInMsg": 0,
+    "dispatchThrottlingRateInByte": 0,
+    "relativeToPublishRate": False,
+    "ratePeriodInSecond": 0,
+}
+#: The bean each rate policy is read as, with the defaults of a missing field.
+_RATE_BEANS: dict[str, tuple[str, dict[str, Any]]] = {
+    "dispatchRate": ("DispatchRate", _DISPATCH_RATE),
+    "subscriptionDispatchRate": ("DispatchRate", _DISPATCH_RATE),
+    "replicatorDispatchRate": ("DispatchRate", _DISPATCH_RATE),
+    "publishRate": ("PublishRate", {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": -1}),
+    "subscribeRate": ("SubscribeRate", {"subscribeThrottlingRatePerConsumer": -1, "ratePeriodInSecond": 30}),
+}
+
+
 def register(router: Router, ctx: AdminContext) -> None:
     """Add the tenant and namespace routes."""
     namespaces = ctx.broker.namespaces
 
     def tenant_info(value: Any) -> dict[str, Any]:
+        if value is not None and not isinstance(value, dict):
+            raise AdminError(400, f"Cannot construct instance of `TenantInfoImpl` from {value!r}")
         clusters = value.get("allowedClusters") if isinstance(value, dict) else None
         if not clusters or any(not isinstance(c, str) or not c.strip() for c in clusters):
             raise AdminError(412, "Clusters can not be empty")
@@ -361,12 +546,20 @@ def register(router: Router, ctx: AdminContext) -> None:
     def policy_routes(endpoint: str, field: str, method: str, check: Check) -> None:
         def get(call: Call) -> Any:
             value = namespaces.policies(require_namespace(call)).get(field)
+            if value is None and endpoint in _ABSENT_204:
+                return None
             return absent_reply() if value is None else value
 
         def put(call: Call) -> Any:
             namespace = require_namespace(call)
-            namespaces.set_policy(namespace, field, check(call.json(required=True)))
-            return None
+            body = call.json(required=True)
+            if endpoint in _CLUSTER_LISTS:
+                value = _clusters(body, ctx.cluster, *_CLUSTER_LISTS[endpoint])
+            else:
+                value = None if body is None and endpoint in _NULL_REMOVES else check(body)
+            namespaces.set_policy(namespace, field, value)
+            # Pulsar's resource for this one answers 200 without a body, the others 204.
+            return absent_reply() if endpoint in _ANSWERED_200 else None
 
         def delete(call: Call) -> Any:
             namespaces.set_policy(require_namespace(call), field, None)
@@ -387,8 +580,13 @@ def register(router: Router, ctx: AdminContext) -> None:
 
         def post(call: Call) -> Any:
             namespace = require_namespace(call)
-            value = _of_type(dict, "an object")(call.json(required=True))
-            namespaces.set_policy(namespace, field, {**(namespaces.policy(namespace, field) or {}), ctx.cluster: value})
+            body = call.json(required=True)
+            current = dict(namespaces.policy(namespace, field) or {})
+            if body is None:
+                current.pop(ctx.cluster, None)  # Jackson reads null, which removes the rate
+            else:
+                current[ctx.cluster] = bean(body, _RATE_BEANS[endpoint][0], _RATE_BEANS[endpoint][1])
+            namespaces.set_policy(namespace, field, current or None)
             return None
 
         def delete(call: Call) -> Any:
@@ -407,21 +605,34 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("GET", NS + "/persistence/bookieAffinity")
     def bookie_affinity(call: Call) -> Any:
-        value = namespaces.policy(require_namespace(call), _BOOKIE_AFFINITY)
-        if value is None:
-            # Pulsar keeps the group in the namespace's local policies, which a namespace has once a group was set.
+        namespace = require_namespace(call)
+        value = namespaces.policy(namespace, _BOOKIE_AFFINITY)
+        if value is None and not _has_local_policies(namespace):
             raise AdminError(404, "Namespace local-policies does not exist")
-        return value or absent_reply()
+        # A group read from an empty body is an empty object; "" (or nothing) is no group.
+        return absent_reply() if value in (None, "") else value
+
+    def _has_local_policies(namespace: str) -> bool:
+        """Pulsar keeps the group in the namespace's local policies, which a namespace has once a group was set or
+        once one of its topics was loaded (its bundle owned)."""
+        broker = ctx.broker
+        return bool(
+            broker.topics_of_namespace(namespace)
+            or broker.partitioned_topics(namespace)
+            or broker.non_persistent_topics(namespace)
+        )
 
     @router.route("POST", NS + "/persistence/bookieAffinity")
     def set_bookie_affinity(call: Call) -> Any:
         namespace = require_namespace(call)
-        value = bean(
-            call.json(required=True),
-            "BookieAffinityGroupData",
-            {"bookkeeperAffinityGroupPrimary": None, "bookkeeperAffinityGroupSecondary": None},
-        )
-        if not value.get("bookkeeperAffinityGroupPrimary"):
+        body = call.json(required=True)
+        if body is None:
+            # Jackson reads null as no group: the namespace gets local policies without one.
+            namespaces.set_policy(namespace, _BOOKIE_AFFINITY, "")
+            return None
+        fields = {"bookkeeperAffinityGroupPrimary": None, "bookkeeperAffinityGroupSecondary": None}
+        value = bean(body, "BookieAffinityGroupData", fields)
+        if value.get("bookkeeperAffinityGroupPrimary") == "":
             raise AdminError(412, "Bookkeeper affinity group primary can't be empty")
         namespaces.set_policy(namespace, _BOOKIE_AFFINITY, value)
         return None
@@ -430,7 +641,7 @@ def register(router: Router, ctx: AdminContext) -> None:
     def remove_bookie_affinity(call: Call) -> Any:
         namespace = require_namespace(call)
         if namespaces.policy(namespace, _BOOKIE_AFFINITY) is not None:
-            namespaces.set_policy(namespace, _BOOKIE_AFFINITY, {})
+            namespaces.set_policy(namespace, _BOOKIE_AFFINITY, "")
         return None
 
     @router.route("GET", NS + "/antiAffinity")
@@ -514,6 +725,8 @@ def register(router: Router, ctx: AdminContext) -> None:
     def set_backlog_quota(call: Call) -> Any:
         namespace = require_namespace(call)
         kind, quota = backlog_quota_of(call, "Invalid backlog quota:")
+        if quota is None:
+            raise AdminError(500, "Request failed.")  # Pulsar's resource dereferences the missing quota
         current = dict(namespaces.policy(namespace, "backlog_quota_map") or {})
         current[kind] = quota.to_policy()
         namespaces.set_policy(namespace, "backlog_quota_map", current)
@@ -534,8 +747,14 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("PUT", NS + "/properties")
     def set_properties(call: Call) -> Any:
         namespace = require_namespace(call)
-        given = _of_type(dict, "a map")(call.json(required=True))
-        namespaces.set_policy(namespace, "properties", {**(namespaces.policy(namespace, "properties") or {}), **given})
+        # Pulsar's map holds no null values: a key given null is removed.
+        current = dict(namespaces.policy(namespace, "properties") or {})
+        for key, value in string_map(call.json(required=True)).items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+        namespaces.set_policy(namespace, "properties", current)
         return None
 
     @router.route("DELETE", NS + "/properties")

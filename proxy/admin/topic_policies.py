@@ -20,13 +20,22 @@ from engine.names import TopicName
 from engine.namespaces import (
     MAX_UNACKED_PER_CONSUMER,
     MAX_UNACKED_PER_SUBSCRIPTION,
-    SUBSCRIPTION_TYPES,
 )
-from engine.schema_compat import STRATEGIES
-from proxy.admin.bodies import as_int, as_object, bean
+from proxy.admin.bodies import UnreadableBodyError, as_int, bean, unreadable
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminError, Call, Reply, Router, absent_reply
-from proxy.admin.tenants import backlog_quota_of, check_boolean, check_integer, check_retention
+from proxy.admin.tenants import (
+    STRATEGY_ORDER,
+    backlog_quota_of,
+    check_boolean,
+    check_entry_filters,
+    check_integer,
+    check_offload_policies,
+    check_persistence,
+    check_retention,
+    check_subscription_types,
+    enum_value,
+)
 from proxy.admin.topics import T, parse_topic, partitions_of
 
 _MAX_MESSAGE_SIZE_REASON = (
@@ -67,61 +76,45 @@ def _from_query(name: str, check: Callable[[Any], Any]) -> Callable[[Call], Any]
     return value
 
 
-def _from_body(check: Callable[[Any], Any], required: bool = True) -> Callable[[Call], Any]:
+def _from_body(check: Callable[[Any], Any], required: bool = True, nulls: bool = False) -> Callable[[Call], Any]:
+    """The policy a body sets: a null body removes it, or (``nulls``) goes to the check like any value."""
+
     def value(call: Call) -> Any:
         body = call.json(required=required)
-        return None if body is None else check(body)
+        return None if body is None and not nulls else check(body)
 
     return value
 
 
 def _retention(value: Any) -> Any:
-    """Pulsar checks a topic's retention as the namespace's, but answers a bad one with 400, not 412."""
+    """Pulsar checks a topic's retention as the namespace's, but answers a bad one with 400, not 412 (a null one
+    reads as no retention)."""
+    if value is None:
+        return {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}
     try:
         return check_retention(value)
+    except UnreadableBodyError:
+        raise
     except AdminError as exc:
         raise AdminError(400, exc.reason) from None
 
 
+def _object_body(call: Call, kind: str) -> None:
+    """Refuse a body that is not an object (or null) before anything else, as Jersey reads it first."""
+    body = call.json(required=True)
+    if body is not None and not isinstance(body, dict):
+        raise unreadable(body, kind)
+
+
+def _cluster_list(value: Any) -> Any:
+    if value is not None and not isinstance(value, list):
+        raise unreadable(value, "java.util.List")
+    return value
+
+
 def _bean(kind: str, fields: dict[str, Any]) -> Callable[[Any], Any]:
-    return lambda value: bean(value, kind, fields)
-
-
-def _persistence(value: Any) -> Any:
-    fields = {
-        "bookkeeperEnsemble": 2,
-        "bookkeeperWriteQuorum": 2,
-        "bookkeeperAckQuorum": 2,
-        "managedLedgerMaxMarkDeleteRate": -1.0,
-    }
-    policy = bean(value, "PersistencePolicies", fields)
-    ensemble, write, ack = (policy[k] for k in list(fields)[:3])
-    if not ensemble >= write >= ack > 0:
-        raise AdminError(400, f"Bookkeeper Ensemble ({ensemble}) >= WriteQuorum ({write}) >= AckQuorum ({ack})")
-    return policy
-
-
-def _subscription_types(value: Any) -> Any:
-    if not isinstance(value, list):
-        raise AdminError(400, "Cannot deserialize the body as a set of subscription types")
-    unknown = [t for t in value if t not in SUBSCRIPTION_TYPES]
-    if unknown:
-        # Pulsar reads an unknown name as null and fails on it with a NullPointerException (500).
-        raise AdminError(500, f"Unknown subscription type: {unknown[0]}")
-    return [t for t in SUBSCRIPTION_TYPES if t in value]  # in declaration order, as Pulsar writes the set
-
-
-def _schema_strategy(value: Any) -> Any:
-    # Jackson reads an unknown strategy as null, which removes the policy.
-    return value if value in STRATEGIES else None
-
-
-def _entry_filters(value: Any) -> Any:
-    names = bean(value, "EntryFilters", {"entryFilterNames": ""})["entryFilterNames"]
-    if not names.strip():
-        raise AdminError(400, "entryFilterNames can't be empty. To remove entry filters use the remove method.")
-    # No entry filter is installed here, as on a standalone Pulsar.
-    raise AdminError(400, f"Entry filter '{names.split(',')[0].strip()}' not found")
+    """A bean body; a null one reads as the bean with its defaults (what Pulsar's topic resources store for it)."""
+    return lambda value: bean({} if value is None else value, kind, fields)
 
 
 def _count(reason: str) -> Callable[[Any], Any]:
@@ -158,7 +151,7 @@ POLICIES: dict[str, TopicPolicy] = {
         "retentionPolicies",
         "retention_policies",
         lambda ctx: {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0},
-        _from_body(_retention),
+        _from_body(_retention, nulls=True),
     ),
     "deduplicationEnabled": TopicPolicy(
         "deduplicationEnabled",
@@ -171,25 +164,25 @@ POLICIES: dict[str, TopicPolicy] = {
         "compactionThreshold",
         "compaction_threshold",
         lambda ctx: 0,
-        _from_body(check_integer(0, "Invalid value for compactionThreshold")),
+        _from_body(check_integer(0, "Invalid value for compactionThreshold"), nulls=True),
     ),
     "maxProducers": TopicPolicy(
         "maxProducerPerTopic",
         "max_producers_per_topic",
         lambda ctx: 0,
-        _from_body(_count("maxProducers must be 0 or more")),
+        _from_body(_count("maxProducers must be 0 or more"), nulls=True),
     ),
     "maxConsumers": TopicPolicy(
         "maxConsumerPerTopic",
         "max_consumers_per_topic",
         lambda ctx: 0,
-        _from_body(_count("maxConsumers must be 0 or more")),
+        _from_body(_count("maxConsumers must be 0 or more"), nulls=True),
     ),
     "maxConsumersPerSubscription": TopicPolicy(
         "maxConsumersPerSubscription",
         "max_consumers_per_subscription",
         _none,
-        _from_body(_count("Invalid value for maxConsumersPerSubscription")),
+        _from_body(_count("Invalid value for maxConsumersPerSubscription"), nulls=True),
         unset_status=204,
     ),
     "maxUnackedMessagesOnConsumer": TopicPolicy(
@@ -208,14 +201,14 @@ POLICIES: dict[str, TopicPolicy] = {
         "maxMessageSize",
         None,
         _none,
-        _from_body(lambda value: value),  # checked against the broker's limit in the handler
+        _from_body(as_int, nulls=True),  # checked against the broker's limit in the handler
         unset_status=204,
     ),
     "maxSubscriptionsPerTopic": TopicPolicy(
         "maxSubscriptionsPerTopic",
         "max_subscriptions_per_topic",
         _none,
-        _from_body(_count("maxSubscriptionsPerTopic must be 0 or more")),
+        _from_body(_count("maxSubscriptionsPerTopic must be 0 or more"), nulls=True),
         unset_status=204,
     ),
     "persistence": TopicPolicy(
@@ -227,7 +220,7 @@ POLICIES: dict[str, TopicPolicy] = {
             "bookkeeperAckQuorum": 1,
             "managedLedgerMaxMarkDeleteRate": 1.0,
         },
-        _from_body(_persistence),
+        _from_body(check_persistence, nulls=True),
     ),
     "delayedDelivery": TopicPolicy(
         "delayedDelivery",
@@ -254,7 +247,7 @@ POLICIES: dict[str, TopicPolicy] = {
         "subscriptionTypesEnabled",
         "subscription_types_enabled",
         _none,
-        _from_body(_subscription_types),
+        _from_body(check_subscription_types, nulls=True),
         unset_status=204,
         unset_reads_namespace=True,
     ),
@@ -262,20 +255,22 @@ POLICIES: dict[str, TopicPolicy] = {
         "publishRate",
         "publishMaxMessageRate*",
         _none,
-        _from_body(_bean("PublishRate", {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": -1})),
+        _from_body(
+            _bean("PublishRate", {"publishThrottlingRateInMsg": -1, "publishThrottlingRateInByte": -1}), True, True
+        ),
         unset_status=204,
     ),
     "dispatchRate": TopicPolicy(
         "dispatchRate",
         "topicDispatchRate*",
         lambda ctx: dict(_BROKER_DISPATCH_RATE),
-        _from_body(_bean("DispatchRate", _DISPATCH_RATE)),
+        _from_body(_bean("DispatchRate", _DISPATCH_RATE), nulls=True),
     ),
     "subscriptionDispatchRate": TopicPolicy(
         "subscriptionDispatchRate",
         "subscriptionDispatchRate*",
         lambda ctx: dict(_BROKER_DISPATCH_RATE),
-        _from_body(_bean("DispatchRate", _DISPATCH_RATE)),
+        _from_body(_bean("DispatchRate", _DISPATCH_RATE), nulls=True),
     ),
     "replicatorDispatchRate": TopicPolicy(
         "replicatorDispatchRate",
@@ -287,7 +282,9 @@ POLICIES: dict[str, TopicPolicy] = {
         "subscribeRate",
         "clusterSubscribeRate*",
         lambda ctx: {"subscribeThrottlingRatePerConsumer": 0, "ratePeriodInSecond": 30},
-        _from_body(_bean("SubscribeRate", {"subscribeThrottlingRatePerConsumer": -1, "ratePeriodInSecond": 30})),
+        _from_body(
+            _bean("SubscribeRate", {"subscribeThrottlingRatePerConsumer": -1, "ratePeriodInSecond": 30}), nulls=True
+        ),
     ),
     "deduplicationSnapshotInterval": TopicPolicy(
         "deduplicationSnapshotIntervalSeconds",
@@ -299,7 +296,7 @@ POLICIES: dict[str, TopicPolicy] = {
         "offloadPolicies",
         "offload_policies",
         _none,
-        _from_body(lambda value: as_object(value, "OffloadPolicies")),
+        _from_body(check_offload_policies, nulls=True),
     ),
     "autoSubscriptionCreation": TopicPolicy(
         "autoSubscriptionCreation",
@@ -311,13 +308,13 @@ POLICIES: dict[str, TopicPolicy] = {
         "replicationClusters",
         "replication_clusters",
         lambda ctx: [ctx.cluster],
-        _from_body(lambda value: value),  # checked against the clusters in the handler
+        _from_body(_cluster_list, nulls=True),  # checked against the clusters in the handler
     ),
     "schemaCompatibilityStrategy": TopicPolicy(
         "schemaCompatibilityStrategy",
         "schema_compatibility_strategy",
         lambda ctx: "FULL",
-        _from_body(_schema_strategy),
+        _from_body(enum_value(STRATEGY_ORDER, "SchemaCompatibilityStrategy")),
         method="PUT",
     ),
     "schemaValidationEnforced": TopicPolicy(
@@ -332,7 +329,7 @@ POLICIES: dict[str, TopicPolicy] = {
         "entryFilters",
         "entryFilters",
         lambda ctx: {"entryFilterNames": ""},
-        _from_body(_entry_filters),
+        _from_body(check_entry_filters),
     ),
     "dispatcherPauseOnAckStatePersistent": TopicPolicy(
         "dispatcherPauseOnAckStatePersistentEnabled",
@@ -377,7 +374,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     def check(name: TopicName, policy: TopicPolicy, value: Any) -> None:
         """Pulsar's checks of a value against what else is set (retention, broker limits, clusters)."""
-        if value is None:
+        if value is None and policy.field != "replicationClusters":
             return
         if policy.field == "retentionPolicies":
             minutes, megabytes = value["retentionTimeInMinutes"], value["retentionSizeInMB"]
@@ -391,7 +388,9 @@ def register(router: Router, ctx: AdminContext) -> None:
         elif policy.field == "maxMessageSize" and not 0 <= as_int(value) <= ctx.broker.config.max_message_size:
             raise AdminError(412, _MAX_MESSAGE_SIZE_REASON)
         elif policy.field == "replicationClusters":
-            if not isinstance(value, list) or not value:
+            if value is not None and not isinstance(value, list):
+                raise unreadable(value, "java.util.List")
+            if not value:
                 raise AdminError(412, "ClusterIds should not be null or empty")
             if ctx.cluster not in value:
                 raise AdminError(
@@ -417,8 +416,16 @@ def register(router: Router, ctx: AdminContext) -> None:
             return value
 
         def post(call: Call) -> Any:
+            # Jersey reads the body before the resource runs: a body it cannot read is a 400 whatever the topic.
+            try:
+                value, refused = policy.value(call), None
+            except UnreadableBodyError:
+                raise
+            except AdminError as exc:
+                value, refused = None, exc
             name = topic_of(call)
-            value = policy.value(call)
+            if refused is not None:
+                raise refused
             if policy.field == "maxMessageSize" and value is not None:
                 value = as_int(value)
             check(name, policy, value)
@@ -451,8 +458,12 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("POST", T + "/{sub}/dispatchRate")
     def set_subscription_dispatch_rate(call: Call) -> Any:
+        _object_body(call, "DispatchRateImpl")
         name = topic_of(call)
-        value = bean(call.json(required=True), "DispatchRate", _DISPATCH_RATE)
+        body = call.json(required=True)
+        if body is None:
+            return None  # Jackson reads null; Pulsar leaves the subscription's rate as it is
+        value = bean(body, "DispatchRate", _DISPATCH_RATE)
         rates = subscription_rates(name)
         rates[call["sub"]] = {**rates.get(call["sub"], {}), "dispatchRate": value}
         namespaces.set_topic_policy(name.full, _SUBSCRIPTION_POLICIES, rates)
@@ -478,10 +489,13 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("POST", T + "/backlogQuota")
     def set_backlog_quota(call: Call) -> Any:
+        _object_body(call, "BacklogQuotaImpl")
         name = topic_of(call)
         kind, quota = backlog_quota_of(
             call, f"Set namespace[{name.namespace_name}] backlog quota failed because the data validation failed."
         )
+        if quota is None:
+            return None  # Jackson reads null; Pulsar leaves the topic's quotas as they are
         retention = namespaces.retention(name)
         if retention is not None and _exceeds_retention(quota, *retention):
             raise AdminError(
@@ -508,9 +522,13 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("PUT", T + "/shadowTopics")
     def set_shadow_topics(call: Call) -> Any:
-        topic_of(call)
         shadows = call.json(required=True)
-        if not isinstance(shadows, list) or not shadows:
+        if shadows is not None and not isinstance(shadows, list):
+            raise unreadable(shadows, "java.util.List")
+        topic_of(call)
+        if shadows and None in shadows:
+            raise AdminError(500, "Request failed.")  # Pulsar's topic name parser fails on a null name
+        if not shadows:
             raise AdminError(412, "Cannot specify empty shadow topics, please use remove command instead.")
         for shadow in shadows:
             try:

@@ -214,6 +214,7 @@ def _topic_fields(
         "bytesOutInternalCounter": 0,
         "averageMsgSize": throughput_in / rate_in if rate_in else 0.0,
         "msgChunkPublished": False,
+        "lastPublishTimeStamp": 0,
         "storageSize": 0,
         "backlogSize": 0,
         "backlogQuotaLimitSize": -1,
@@ -266,6 +267,7 @@ def topic_stats(
         committedTxnCount=txn.committed,
         deduplicationStatus="Enabled" if topic.broker.deduplication(topic.name) else "Disabled",
         topicCreationTimeStamp=topic.broker.created_ms(topic.name.full),
+        lastPublishTimeStamp=topic.last_publish_ms(),
     )
     compaction = topic.compaction
     out["compaction"] = {
@@ -337,6 +339,7 @@ def partitioned_stats(partitions: int, parts: dict[str, dict[str, Any]], per_par
             total.update({k: 0 for k in _SUMMED})
         for key in _SUMMED:
             total[key] += part[key]
+        total["lastPublishTimeStamp"] = max(total["lastPublishTimeStamp"], part["lastPublishTimeStamp"])
         publishers.extend(part["publishers"])
         for name, sub in part["subscriptions"].items():
             merged = subs.get(name)

@@ -19,7 +19,7 @@ from engine.names import TopicName
 from engine.non_persistent import NonPersistentTopic
 from engine.subscription import Subscription
 from engine.topic import Topic
-from proxy.admin.bodies import as_int, as_object
+from proxy.admin.bodies import as_int, bean, string_map, unreadable
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminError, Call, Router, absent_reply
 from proxy.admin.messages import entry_reply, pulsar_time
@@ -83,6 +83,12 @@ def existing_topic(ctx: AdminContext, name: TopicName) -> Topic:
     return broker.topic(name.full, create=False)
 
 
+def _refuse_non_persistent(call: Call, reason: str) -> None:
+    """What Pulsar answers an operation on stored messages of a non-persistent topic: 405, whether it exists."""
+    if call["domain"] != "persistent":
+        raise AdminError(405, reason)
+
+
 def loaded_non_persistent(ctx: AdminContext, name: TopicName) -> NonPersistentTopic:
     """A non-persistent topic partition that is loaded (404 otherwise: it exists only in memory)."""
     _require_namespace(ctx, name)
@@ -130,9 +136,15 @@ def message_id_of(position: Any) -> MessageId:
         return EARLIEST
     if position == "latest":
         return LATEST
+    if position is None:
+        raise AdminError(500, "Request failed.")  # Pulsar's resource dereferences the missing position
     if not isinstance(position, dict):
-        raise AdminError(400, "Cannot deserialize the body as a message id")
-    fields = [position.get(k, -1) for k in ("ledgerId", "entryId", "partitionIndex", "batchIndex")]
+        raise unreadable(position, "ResetCursorData")
+    # A field left out holds -1, one given null 0 (Jackson's zero of a long).
+    fields = [
+        0 if k in position and position[k] is None else position.get(k, -1)
+        for k in ("ledgerId", "entryId", "partitionIndex", "batchIndex")
+    ]
     try:
         return MessageId.checked(*(int(v) if isinstance(v, str) else v for v in fields))
     except ValueError:
@@ -211,6 +223,37 @@ def _body_int(call: Call) -> int:
     return as_int(call.json(required=True))
 
 
+def _topic_properties(body: Any) -> dict[str, str]:
+    """Topic properties from a ``Map<String, String>`` body; a null value fails in Pulsar's map (500)."""
+    given = string_map(body)
+    if any(value is None for value in given.values()):
+        raise AdminError(500, "Request failed.")
+    return given  # type: ignore[return-value]
+
+
+#: The content type of a ``PartitionedTopicMetadata`` body (Pulsar's ``PartitionedTopicMetadata.MEDIA_TYPE``).
+PARTITIONED_METADATA_TYPE = "application/vnd.partitioned-topic-metadata+json"
+
+
+def _partitioned_metadata(call: Call) -> tuple[int, dict[str, str] | None]:
+    """The partition count and properties of a topic to create: a ``PartitionedTopicMetadata`` object when the body
+    is sent with its content type (as the Java and Go admin clients send it with properties), else a bare ``int``."""
+    if call.content_type.split(";", 1)[0].strip().lower() != PARTITIONED_METADATA_TYPE:
+        return _body_int(call), None
+    body = call.json(required=True)
+    if body is None:
+        # Pulsar's resource dereferences the missing object.
+        raise AdminError(500, "Cannot read the partitions of a null PartitionedTopicMetadata")
+    if not isinstance(body, (dict, list)):
+        # Jackson builds the object from a lone number with its one-``int`` constructor.
+        return as_int(body), None
+    metadata = bean(body, "PartitionedTopicMetadata", {"partitions": 0, "properties": None})
+    properties = metadata.get("properties")
+    if properties is not None:
+        properties = string_map(properties)
+    return as_int(metadata["partitions"]), properties
+
+
 def register(router: Router, ctx: AdminContext) -> None:
     """Add the topic routes."""
     broker = ctx.broker
@@ -239,11 +282,19 @@ def register(router: Router, ctx: AdminContext) -> None:
     def create_topic(call: Call) -> Any:
         name = parse_topic(call)
         _require_namespace(ctx, name)
+        body = call.json()
+        given = None if body is None else string_map(body)
         if partitions_of(ctx, name) or broker.exists(name.full):
             raise AdminError(409, "This topic already exists")
         if name.domain != "persistent":
-            raise AdminError(405, "Non-persistent topics are not created through the admin API of this endpoint")
+            # As Pulsar: the topic is loaded (it lives in memory while used); it keeps no properties.
+            broker.client_topic(name.full)
+            return None
         broker.create_topic(name.full)
+        if given:
+            if any(value is None for value in given.values()):
+                raise AdminError(500, "Request failed.")  # Pulsar's map takes no null value: the topic stays
+            broker.namespaces.set_topic_properties(name.full, given)  # type: ignore[arg-type]
         return ctx.committed()
 
     @router.route("DELETE", T)
@@ -260,13 +311,15 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("PUT", T + "/partitions")
     def create_partitioned(call: Call) -> Any:
         name = parse_topic(call)
-        partitions = _body_int(call)
+        partitions, properties = _partitioned_metadata(call)
         if partitions <= 0:
             raise AdminError(406, "Number of partitions should be more than 0")
         _require_namespace(ctx, name)
         if partitions_of(ctx, name) or broker.exists(name.full):
             raise AdminError(409, "This topic already exists")
         broker.create_partitioned_topic(name.full, partitions)
+        if properties:
+            broker.namespaces.set_topic_properties(name.full, properties)
         if name.domain == "persistent":
             for index in range(partitions):
                 broker.create_topic(name.partition(index).full)
@@ -285,6 +338,8 @@ def register(router: Router, ctx: AdminContext) -> None:
         if expected == current:
             return None
         broker.create_partitioned_topic(name.full, expected)
+        if name.domain != "persistent":
+            return ctx.committed()  # non-persistent partitions exist once used
         first = broker.topic(name.partition(0).full)
         durable = [s for s in first.subscriptions if first.subscriptions[s].durable]
         for index in range(current, expected):
@@ -307,7 +362,11 @@ def register(router: Router, ctx: AdminContext) -> None:
         partitions = partitions_of(ctx, name)
         if partitions == 0:
             existing_topic(ctx, name)
-        return {"partitions": partitions, "deleted": False}
+        out: dict[str, Any] = {"partitions": partitions, "deleted": False}
+        properties = broker.namespaces.topic_properties(name.full)
+        if properties:
+            out["properties"] = properties
+        return out
 
     @router.route("DELETE", T + "/partitions")
     def delete_partitioned(call: Call) -> Any:
@@ -408,6 +467,7 @@ def register(router: Router, ctx: AdminContext) -> None:
         """The last entry of the log, as Pulsar's admin API answers it: open transactions do not hold it back, and
         it may be a transaction's message or marker (the binary GET_LAST_MESSAGE_ID stops at what is readable). A
         batch is named by its last index, with the size fields of Pulsar's ``BatchMessageIdImpl`` left at 0."""
+        _refuse_non_persistent(call, "GetLastMessageId on a non-persistent topic is not allowed")
         topic = existing_topic(ctx, parse_topic(call))
         last = topic.last_confirmed
         out = _message_id(topic, last)
@@ -437,8 +497,11 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("GET", T + "/subscriptions")
     def subscriptions(call: Call) -> Any:
+        name = parse_topic(call)
+        if name.domain != "persistent" and not partitions_of(ctx, name):
+            return list(loaded_non_persistent(ctx, name).subscriptions)
         names: list[str] = []
-        for topic in _targets(ctx, parse_topic(call)):
+        for topic in _targets(ctx, name):
             names.extend(n for n in topic.subscriptions if n not in names)
         return names
 
@@ -485,6 +548,10 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("POST", SUB + "/resetcursor/{timestamp}")
     def reset_by_time(call: Call) -> Any:
         timestamp = call.path_integer("timestamp")
+        name = parse_topic(call)
+        if name.domain != "persistent" and not partitions_of(ctx, name):
+            loaded_non_persistent(ctx, name)
+            return None  # as Pulsar: nothing is stored to move to
         for sub in each_subscription(call):
             sub.reset(sub.topic.entry_at_time(timestamp))
             sub.close_consumers()
@@ -494,6 +561,7 @@ def register(router: Router, ctx: AdminContext) -> None:
     def reset_by_position(call: Call) -> Any:
         name = parse_topic(call)
         body = call.json(required=True)
+        message_id_of(body)  # read before anything else, as Jersey reads it
         _no_partitioned(ctx, name, "Reset-cursor at position is not allowed for partitioned-topic")
         sub = subscription_of(existing_topic(ctx, name), call["sub"])
         entry = next_entry_of(sub.topic, body)
@@ -520,6 +588,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("POST", SUB + "/expireMessages/{seconds}")
     def expire(call: Call) -> Any:
+        _refuse_non_persistent(call, "Expire messages on a non-persistent topic is not allowed")
         seconds = call.path_integer("seconds")
         cutoff = now_ms(broker.clock) - seconds * 1000
         for sub in each_subscription(call):
@@ -528,6 +597,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("POST", T + "/all_subscription/expireMessages/{seconds}")
     def expire_all(call: Call) -> Any:
+        _refuse_non_persistent(call, "Expire messages for all subscriptions on a non-persistent topic is not allowed")
         seconds = call.path_integer("seconds")
         cutoff = now_ms(broker.clock) - seconds * 1000
         for topic in _targets(ctx, parse_topic(call)):
@@ -539,6 +609,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("GET", SUB + "/position/{position}")
     def peek(call: Call) -> Any:
+        _refuse_non_persistent(call, "Peek messages on a non-persistent topic is not allowed")
         name = parse_topic(call)
         position = call.path_integer("position")
         _no_partitioned(ctx, name, "Peek messages on a partitioned topic is not allowed")
@@ -554,6 +625,7 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("GET", T + "/examinemessage")
     def examine(call: Call) -> Any:
+        _refuse_non_persistent(call, "Examine messages on a non-persistent topic is not allowed")
         name = parse_topic(call)
         _no_partitioned(
             ctx,
@@ -603,6 +675,8 @@ def register(router: Router, ctx: AdminContext) -> None:
     def properties_target(call: Call) -> TopicName:
         """The topic whose properties a request names: a partitioned topic, or a topic partition that exists."""
         name = parse_topic(call)
+        if name.domain != "persistent":
+            raise AdminError(406, "Need to provide a persistent topic name")
         if not partitions_of(ctx, name):
             existing_topic(ctx, name)
         return name
@@ -617,13 +691,15 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("PUT", T + "/properties")
     def update_properties(call: Call) -> Any:
-        name = properties_target(call)
         body = call.json()
+        if body is not None:
+            string_map(body)  # read before anything else, as Jersey reads it
+        name = properties_target(call)
         if body is None:
             return None
-        given = as_object(body, "java.util.LinkedHashMap")
+        given = _topic_properties(body)
         current = broker.namespaces.topic_properties(name.full) or {}
-        broker.namespaces.set_topic_properties(name.full, {**current, **{str(k): str(v) for k, v in given.items()}})
+        broker.namespaces.set_topic_properties(name.full, {**current, **given})
         return None
 
     @router.route("DELETE", T + "/properties")
@@ -673,6 +749,8 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("POST", T + "/terminate")
     def terminate(call: Call) -> Any:
         name = parse_topic(call)
+        if name.domain != "persistent":
+            raise AdminError(406, "Need to provide a persistent topic name")
         _no_partitioned(ctx, name, "Termination of a partitioned topic is not allowed")
         topic = existing_topic(ctx, name)
         return ctx.committed(_message_id(topic, broker.terminate(topic)))

@@ -2,9 +2,8 @@
 
 Shapes follow Pulsar's ``TransactionCoordinatorStats``, ``TransactionMetadata``, ``TransactionBufferStats``,
 ``TransactionPendingAckStats`` (and their ``*InternalStats``), ``TransactionInBufferStats``,
-``TransactionInPendingAckStats`` and ``PositionInPendingAckStats``; as Pulsar's JSON, they leave out null fields.
-Buffer stats also carry the recovery figures this engine keeps (``recoveredFromSnapshot``, ``replayedEntries``,
-``snapshotsTaken``); Pulsar clients ignore fields they do not know.
+``TransactionInPendingAckStats`` and ``PositionInPendingAckStats``, field for field; as Pulsar's JSON, they leave out
+null fields. The buffer's recovery figures, which Pulsar does not report, are metrics (:mod:`proxy.admin.metrics`).
 """
 
 from __future__ import annotations
@@ -96,7 +95,9 @@ def register(router: Router, ctx: AdminContext) -> None:
         acked: dict[str, dict[str, Any]] = {}
         for topic_name, sub_name in meta.subscriptions:
             topic = broker.existing_topic(topic_name)
-            acked.setdefault(topic_name, {})[sub_name] = in_pending_ack(topic, sub_name, meta.txn) if topic else {}
+            # As Pulsar: under the name the client added it with.
+            name = meta.subscription_names.get(topic_name, topic_name)
+            acked.setdefault(name, {})[sub_name] = in_pending_ack(topic, sub_name, meta.txn) if topic else {}
         out = {
             "txnId": str(meta.txn),
             "status": meta.status.value,
@@ -175,9 +176,6 @@ def register(router: Router, ctx: AdminContext) -> None:
             "recoverEndTime": buffer.recover_end_ms,
             "totalAbortedTransactions": len(buffer.aborted),
             "snapshotType": "Single",
-            "recoveredFromSnapshot": buffer.recovered_from_snapshot,
-            "replayedEntries": buffer.replayed_entries,
-            "snapshotsTaken": buffer.snapshots_taken,
         }
         if call.flag("lowWaterMarks"):
             out["lowWaterMarks"] = low_water_marks(topic)

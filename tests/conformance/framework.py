@@ -114,12 +114,15 @@ class AdminAnswer:
         return {"status": self.status, "body": self.body if self.status < 300 else None}
 
 
-def admin_call(admin_url: str, method: str, path: str, body: Any = None, timeout: float = 15.0) -> AdminAnswer:
-    """One admin REST request (JSON in and out)."""
-    data = None if body is None else json.dumps(body).encode()
+def admin_call(
+    admin_url: str, method: str, path: str, body: Any = None, timeout: float = 15.0,
+    content_type: str = "application/json",
+) -> AdminAnswer:
+    """One admin REST request (JSON in and out; a ``bytes`` body is sent as it is)."""
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
     request = urllib.request.Request(
         admin_url.rstrip("/") + path, data=data, method=method,
-        headers={"Content-Type": "application/json", "Accept": "application/json"},
+        headers={"Content-Type": content_type, "Accept": "application/json"},
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -197,11 +200,12 @@ class Run:
         self._clients.append(made)
         return made
 
-    def admin(self, method: str, path: str, body: Any = None) -> AdminAnswer:
-        """An admin REST call on the target (fails when the target has no admin URL)."""
+    def admin(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> AdminAnswer:
+        """An admin REST call on the target (fails when the target has no admin URL); a ``bytes`` body is sent as
+        it is."""
         if not self.target.admin_url:
             raise RuntimeError(f"target {self.target.name} has no admin URL")
-        return admin_call(self.target.admin_url, method, path, body)
+        return admin_call(self.target.admin_url, method, path, body, content_type=content_type)
 
     def close(self) -> None:
         for made in self._clients:

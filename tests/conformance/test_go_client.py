@@ -130,6 +130,41 @@ def test_failover_txn_acks(run: Run) -> Outcome:
 
 
 @scenario
+def test_txn_chunk_ack(run: Run) -> Outcome:
+    """The Go client's TestTxn_AckChunkMessage: a message larger than the broker's max message size (6 MiB here, over
+    the default 5 MiB; that suite's broker has 1 MiB and sends 1 MiB) sent with chunking in a transaction gives a
+    chunked message id; acknowledged in an aborted transaction it comes back after resubscribing, and acknowledged in
+    a committed one it does not."""
+    return _go(run, "txn_chunk_ack", str(6 * 1024 * 1024))
+
+
+@scenario
+def test_key_shared_spread(run: Run) -> Outcome:
+    """The Go client's TestConsumerKeyShared (two Key_Shared consumers, 100 messages on three keys) with names given,
+    since the client names its consumers at random: which consumer gets which keys follows Pulsar's hash ring (points
+    named after the consumer and its index among consumers of that name), two of the same name included."""
+    return {
+        names: normalise_observations(
+            run_scenario(run.target.service_url, "key_shared_spread", run.topic(f"ks-{names}"), names)
+        )
+        for names in ("alpha", "beta", "gamma", "same-x", "same-delta")
+    }
+
+
+@scenario
+def test_admin_create_partitioned(run: Run) -> Outcome:
+    """The Go admin client creating partitioned topics: its body is a PartitionedTopicMetadata sent with its content
+    type, ``{"properties": null, "partitions": 4}`` without properties (a 400 here once); partitions and properties
+    read back through the same client."""
+    return normalise_observations(
+        run_scenario(
+            run.target.service_url, "admin_create_partitioned", run.target.admin_url, run.topic("plain"),
+            run.topic("with-properties"),
+        )
+    )
+
+
+@scenario
 def test_seek_id(run: Run) -> Outcome:
     """Consumer seek to m-3's id after everything was acknowledged."""
     return _go(run, "seek", "id")

@@ -491,3 +491,53 @@ def test_namespace_limits_on_a_non_persistent_topic(run: Run) -> Outcome:
     failover = pulsar.ConsumerType.Failover
     outcome["failover"] = run.attempt(lambda: client.subscribe(other, "c", consumer_type=failover) and "subscribed")
     return outcome
+
+
+@scenario
+def test_last_publish_timestamp(run: Run) -> Outcome:
+    """lastPublishTimeStamp in topic and partitioned-topic stats (the Go admin client's TestTopicStatsTimestamps and
+    TestPartitionedTopicStatsTimestamps): 0 before any message, then the time of the last publish."""
+    client = run.client()
+    out: dict[str, Any] = {}
+    for label, partitions in (("topic", 0), ("partitioned", 2)):
+        topic = run.topic(label)
+        base = f"/admin/v2/persistent/public/default/{topic.rsplit('/', 1)[1]}"
+        if partitions:
+            run.admin("PUT", base + "/partitions", partitions)
+        else:
+            run.admin("PUT", base)
+        stats_path = base + ("/partitioned-stats" if partitions else "/stats")
+        before = (run.admin("GET", stats_path).body or {}).get("lastPublishTimeStamp")
+        started = int(time.time() * 1000) - 1000
+        producer = client.create_producer(topic, batching_enabled=False)
+        send_all(producer, ["m0", "m1"])
+        after = (run.admin("GET", stats_path).body or {}).get("lastPublishTimeStamp")
+        out[label] = {
+            "before": before,
+            "after_is_recent": isinstance(after, int) and started <= after <= int(time.time() * 1000) + 1000,
+        }
+    return out
+
+
+@scenario
+def test_namespace_policy_answers_of_the_go_admin_suite(run: Run) -> Outcome:
+    """What the Go admin client's namespace tests read: refusals of negative values in Pulsar's words (its
+    TestNamespaces_SetSubscriptionExpirationTime), the status of setting offloadThresholdInSeconds, and the bookie
+    affinity group of a namespace without and with loaded topics (its TestNamespaces_BookieAffinityGroup reads
+    public/default, which has topics: no group is 200 without a body there)."""
+    namespace = _namespace(run, "goadmin")
+    base = f"/admin/v2/namespaces/{namespace}"
+    out: dict[str, Any] = {}
+    for route in ("subscriptionExpirationTime", "deduplicationSnapshotInterval", "messageTTL"):
+        out[f"{route} -60"] = _answer(run.admin("POST", f"{base}/{route}", -60))
+    out["offloadThresholdInSeconds set"] = run.admin("PUT", f"{base}/offloadThresholdInSeconds", 100).status
+    affinity = base + "/persistence/bookieAffinity"
+    out["affinity without topics"] = _answer(run.admin("GET", affinity))
+    run.admin("PUT", f"/admin/v2/persistent/{namespace}/t")
+    out["affinity with a topic"] = _answer(run.admin("GET", affinity))
+    group = {"bookkeeperAffinityGroupPrimary": "primary-group", "bookkeeperAffinityGroupSecondary": "secondary-group"}
+    out["set"] = run.admin("POST", affinity, group).status
+    out["affinity set"] = _answer(run.admin("GET", affinity))
+    out["delete"] = run.admin("DELETE", affinity).status
+    out["affinity deleted"] = _answer(run.admin("GET", affinity))
+    return out

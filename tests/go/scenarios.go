@@ -4,10 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	pulsaradmin "github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 )
 
 // A scenario records what the client observed into r.obs and never asserts. Client calls that fail as part of the
@@ -16,16 +21,19 @@ import (
 type scenario func(r *run, args []string) error
 
 var scenarios = map[string]scenario{
-	"produce_consume":   produceConsume,
-	"cumulative_ack":    cumulativeAck,
-	"batch_index_acks":  batchIndexAcks,
-	"txn_produce":       txnProduce,
-	"batch_after_txn":   batchAfterTxn,
-	"txn_ack_abort":     txnAckAbort,
-	"txn_batch_ack":     txnBatchAck,
-	"failover_txn_acks": failoverTxnAcks,
-	"seek":              seek,
-	"reader_start":      readerStart,
+	"produce_consume":          produceConsume,
+	"cumulative_ack":           cumulativeAck,
+	"batch_index_acks":         batchIndexAcks,
+	"txn_produce":              txnProduce,
+	"batch_after_txn":          batchAfterTxn,
+	"txn_ack_abort":            txnAckAbort,
+	"txn_batch_ack":            txnBatchAck,
+	"failover_txn_acks":        failoverTxnAcks,
+	"seek":                     seek,
+	"reader_start":             readerStart,
+	"txn_chunk_ack":            txnChunkAck,
+	"key_shared_spread":        keySharedSpread,
+	"admin_create_partitioned": adminCreatePartitioned,
 }
 
 // batchSize is how many messages the batched scenarios send as one batch.
@@ -459,4 +467,171 @@ func subscriptionType(args []string, index int, fallback string) pulsar.Subscrip
 	default:
 		panic("unknown subscription type " + args[index])
 	}
+}
+
+// txnChunkAck <topic> <payload bytes> (the Go client's TestTxn_AckChunkMessage): a chunked message sent in a
+// transaction gives a chunked message id; received, acknowledged in a transaction that aborts, received again after
+// resubscribing, acknowledged in one that commits; nothing comes back after that.
+func txnChunkAck(r *run, args []string) error {
+	topic := arg(args, 0)
+	var size int
+	if _, err := fmt.Sscan(arg(args, 1), &size); err != nil {
+		return err
+	}
+	producer, err := r.client.CreateProducer(pulsar.ProducerOptions{
+		Topic: topic, Name: "chunker", EnableChunking: true, DisableBatching: true, SendTimeout: 30 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	r.closers = append(r.closers, producer.Close)
+	consumer, err := r.consumer(topic, exclusive)
+	if err != nil {
+		return err
+	}
+	txn, err := r.newTxn()
+	if err != nil {
+		return err
+	}
+	payload := make([]byte, size)
+	for i := range payload {
+		payload[i] = byte('a' + i%26)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := producer.Send(ctx, &pulsar.ProducerMessage{Payload: payload, Transaction: txn})
+	r.obs.put("send_error", outcome(err))
+	r.obs.put("message_id_type", fmt.Sprintf("%T", id))
+	r.obs.put("commit_error", outcome(end(txn, true)))
+	first := receive(consumer, 1, 10*time.Second)
+	r.obs.put("first_sizes", sizes(first))
+	txn2, err := r.newTxn()
+	if err != nil {
+		return err
+	}
+	r.obs.put("txn2_ack_errors", ackAllWithTxn(consumer, first, txn2))
+	r.obs.put("abort_error", outcome(end(txn2, false)))
+	consumer.Close()
+	consumer, err = r.consumer(topic, exclusive)
+	if err != nil {
+		return err
+	}
+	again := receive(consumer, 1, 10*time.Second)
+	r.obs.put("again_sizes", sizes(again))
+	txn3, err := r.newTxn()
+	if err != nil {
+		return err
+	}
+	r.obs.put("txn3_ack_errors", ackAllWithTxn(consumer, again, txn3))
+	r.obs.put("txn3_commit_error", outcome(end(txn3, true)))
+	consumer.Close()
+	consumer, err = r.consumer(topic, exclusive)
+	if err != nil {
+		return err
+	}
+	r.obs.put("after_commit_sizes", sizes(within(consumer, quiet)))
+	return nil
+}
+
+func sizes(messages []pulsar.Message) []int {
+	out := make([]int, len(messages))
+	for i, m := range messages {
+		out[i] = len(m.Payload())
+	}
+	return out
+}
+
+// keySharedSpread <topic> <name prefix>|same-<name> (the Go client's TestConsumerKeyShared, whose consumers get random
+// names; here names are given so that the hash ring is the same on every broker): two Key_Shared consumers, 100 messages on the keys key-shared-0..2;
+// how many each consumer gets, and which keys.
+func keySharedSpread(r *run, args []string) error {
+	topic, prefix := arg(args, 0), arg(args, 1)
+	names := []string{prefix + "-1", prefix + "-2"}
+	if strings.HasPrefix(prefix, "same-") {
+		names = []string{prefix, prefix} // one name twice: the ring tells them apart by their index among that name
+	}
+	var consumers []pulsar.Consumer
+	for _, name := range names {
+		c, err := r.client.Subscribe(pulsar.ConsumerOptions{
+			Topic: topic, SubscriptionName: "sub-1", Type: pulsar.KeyShared, Name: name,
+		})
+		if err != nil {
+			return err
+		}
+		r.closers = append(r.closers, c.Close)
+		consumers = append(consumers, c)
+	}
+	producer, err := r.producer(topic, false)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < 100; i++ {
+		msg := &pulsar.ProducerMessage{Key: fmt.Sprintf("key-shared-%d", i%3), Payload: []byte(fmt.Sprintf("value-%d", i))}
+		if _, err := producer.Send(context.Background(), msg); err != nil {
+			return err
+		}
+	}
+	counts := []int{0, 0}
+	keys := []map[string]bool{{}, {}}
+	deadline := time.After(10 * time.Second)
+	for counts[0]+counts[1] < 100 {
+		select {
+		case cm := <-consumers[0].Chan():
+			counts[0]++
+			keys[0][cm.Key()] = true
+			_ = consumers[0].Ack(cm.Message)
+		case cm := <-consumers[1].Chan():
+			counts[1]++
+			keys[1][cm.Key()] = true
+			_ = consumers[1].Ack(cm.Message)
+		case <-deadline:
+			r.obs.put("timed_out", true)
+			counts = append(counts, -1)
+		}
+		if len(counts) > 2 {
+			break
+		}
+	}
+	r.obs.put("received", counts[:2])
+	for i, k := range keys {
+		names := make([]string, 0, len(k))
+		for key := range k {
+			names = append(names, key)
+		}
+		sort.Strings(names)
+		r.obs.put(fmt.Sprintf("keys_%d", i+1), names)
+	}
+	return nil
+}
+
+// adminCreatePartitioned <admin url> <topic> <topic with properties> (the Go admin client's topic creation, whose
+// body is a PartitionedTopicMetadata sent with its content type, properties null when none are given): a topic with
+// 4 partitions, one with 2 and properties; what the admin API reads back.
+func adminCreatePartitioned(r *run, args []string) error {
+	admin, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: arg(args, 0)})
+	if err != nil {
+		return err
+	}
+	for key, spec := range map[string][2]string{"plain": {arg(args, 1), ""}, "with_properties": {arg(args, 2), "v"}} {
+		name, err := utils.GetTopicName(spec[0])
+		if err != nil {
+			return err
+		}
+		partitions := 4
+		var properties map[string]string
+		if spec[1] != "" {
+			partitions, properties = 2, map[string]string{"k": spec[1]}
+		}
+		r.obs.put(key+"_create_error", outcome(admin.Topics().CreateWithProperties(*name, partitions, properties)))
+		metadata, err := admin.Topics().GetMetadata(*name)
+		if err != nil {
+			r.obs.put(key+"_metadata_error", outcome(err))
+			continue
+		}
+		r.obs.put(key+"_partitions", metadata.Partitions)
+		got, err := admin.Topics().GetProperties(*name)
+		r.obs.put(key+"_properties", got)
+		r.obs.put(key+"_properties_error", outcome(err))
+	}
+	return nil
 }
