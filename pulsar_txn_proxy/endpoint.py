@@ -119,7 +119,7 @@ class EndpointSettings:
 class PulsarNamespace:
     """A namespace created on an endpoint for one test; :meth:`topic` names topics in it."""
 
-    endpoint: PulsarEndpoint
+    endpoint: AdminClient
     #: ``tenant/namespace``, e.g. ``public/test-1a2b3c4d``.
     name: str
 
@@ -133,19 +133,58 @@ class PulsarNamespace:
         self.endpoint.admin("PUT", f"/admin/v2/persistent/{self.name}/{name}/partitions", partitions)
         return topic
 
-    @property
-    def service_url(self) -> str:
-        return self.endpoint.service_url
-
-    @property
-    def admin_url(self) -> str:
-        return self.endpoint.admin_url
-
     def __str__(self) -> str:
         return self.name
 
 
-class PulsarEndpoint:
+class AdminClient:
+    """Admin API calls and fresh namespaces on a broker at :attr:`admin_url` (with :attr:`token` when set)."""
+
+    admin_url: str
+    token: str | None
+
+    def admin(self, method: str, path: str, body: Any = None, *, timeout: float = 10.0) -> Any:
+        """One admin API call (with :attr:`token` when set); the decoded JSON answer (None when empty).
+        EndpointError on a status of 400 or above."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.admin_url + path, data=data, method=method)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
+                payload = answer.read()
+        except urllib.error.HTTPError as exc:
+            text = exc.read().decode(errors="replace")
+            raise EndpointError(f"{method} {path} answered {exc.code}: {text}") from None
+        return json.loads(payload) if payload.strip() else None
+
+    def create_namespace(self, name: str | None = None) -> PulsarNamespace:
+        """Create ``public/<name>`` (default ``test-<random>``) through the admin API."""
+        name = name or f"test-{secrets.token_hex(4)}"
+        full = name if "/" in name else f"public/{name}"
+        self.admin("PUT", f"/admin/v2/namespaces/{full}", {})
+        return PulsarNamespace(self, full)
+
+
+class ExistingBroker(AdminClient):
+    """A broker started elsewhere (an Apache Pulsar, or an endpoint of ours), with the interface of
+    :class:`PulsarEndpoint` minus the life cycle: the plugin's fixtures hand one out under
+    ``--pulsar-endpoint-url``."""
+
+    def __init__(self, service_url: str, admin_url: str, token: str | None = None) -> None:
+        self.service_url = service_url
+        self.admin_url = admin_url.rstrip("/")
+        self.token = token
+        self.tls_service_url = self.tls_admin_url = None
+        self.tls_cert_file = None
+
+    def __repr__(self) -> str:
+        return f"ExistingBroker({self.service_url}, {self.admin_url})"
+
+
+class PulsarEndpoint(AdminClient):
     """``pulsar-txn-proxy serve`` as a child process on 127.0.0.1, on free ports and its own data directory.
 
     ``data_dir`` None: a temporary directory, removed by :meth:`stop`. ``command`` is what runs the server
@@ -265,32 +304,6 @@ class PulsarEndpoint:
             return self.log_path.stat().st_size
         except (OSError, AssertionError):
             return 0
-
-    # -- admin ------------------------------------------------------------------------------------------------
-
-    def admin(self, method: str, path: str, body: Any = None, *, timeout: float = 10.0) -> Any:
-        """One admin API call on the plain admin port (with :attr:`token` when tokens are on); the decoded JSON
-        answer (None when empty). EndpointError on a status of 400 or above."""
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.admin_url + path, data=data, method=method)
-        if data is not None:
-            request.add_header("Content-Type", "application/json")
-        if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as answer:
-                payload = answer.read()
-        except urllib.error.HTTPError as exc:
-            text = exc.read().decode(errors="replace")
-            raise EndpointError(f"{method} {path} answered {exc.code}: {text}") from None
-        return json.loads(payload) if payload.strip() else None
-
-    def create_namespace(self, name: str | None = None) -> PulsarNamespace:
-        """Create ``public/<name>`` (default ``test-<random>``) through the admin API."""
-        name = name or f"test-{secrets.token_hex(4)}"
-        full = name if "/" in name else f"public/{name}"
-        self.admin("PUT", f"/admin/v2/namespaces/{full}", {})
-        return PulsarNamespace(self, full)
 
     def create_token(self, role: str) -> str:
         """A token for ``role`` signed with the endpoint's secret key (``auth="token"`` only)."""

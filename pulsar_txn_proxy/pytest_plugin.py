@@ -13,6 +13,10 @@ Installed with the package (entry point ``pytest11``), it gives these fixtures:
 - ``pulsar_client``: an official ``pulsar.Client`` connected to the test's endpoint (with its token when tokens
   are on), closed after the test (needs ``pulsar-client``).
 
+``--pulsar-endpoint-url pulsar://host:6650`` (with ``--pulsar-endpoint-admin-url``, ``--pulsar-endpoint-token``)
+runs the same tests against a broker started elsewhere, Apache Pulsar for one: the fixtures then hand out an
+:class:`~pulsar_txn_proxy.endpoint.ExistingBroker` and start nothing; a test whose marker asks for settings fails.
+
 Settings, lowest precedence first: ini options (``pulsar_endpoint_default_partitions = 3`` in ``[pytest]`` /
 ``[tool.pytest.ini_options]``), the same as command-line options (``--pulsar-endpoint-default-partitions=3``),
 then the marker's keyword arguments. Any server option is a marker keyword in snake case (``deduplication=True``,
@@ -25,13 +29,14 @@ Nothing is started until a fixture asks, and importing this module costs only th
 from __future__ import annotations
 
 import shlex
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pulsar_txn_proxy.endpoint import EndpointSettings, PulsarEndpoint, PulsarNamespace
+from pulsar_txn_proxy.endpoint import EndpointSettings, ExistingBroker, PulsarEndpoint, PulsarNamespace
 
 MARKER = "pulsar_endpoint"
 #: The settings that have ini / command-line options, with their kind and help.
@@ -41,6 +46,12 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     "tls": ("bool", "open TLS ports with a self-signed certificate for localhost (default off)"),
     "auth": ("string", "'token': require tokens, with a fresh secret key (default: none)"),
     "args": ("string", "more `pulsar-txn-proxy serve` arguments, shell-quoted"),
+}
+#: Options that point the fixtures at a broker started elsewhere instead of starting endpoints.
+_EXISTING: dict[str, str] = {
+    "url": "use the broker at this service URL instead of starting endpoints (an Apache Pulsar, say)",
+    "admin_url": "the admin URL of --pulsar-endpoint-url's broker (default http://<its host>:8080)",
+    "token": "a token the fixtures use with --pulsar-endpoint-url's broker",
 }
 _SCOPES = ("session", "module", "function")
 #: Log lines of an endpoint attached to a failing test's report, at most.
@@ -58,6 +69,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         else:
             group.addoption(flag, default=None, dest=f"pulsar_endpoint_{name}", help=help_text)
         parser.addini(f"pulsar_endpoint_{name}", help_text, type=kind, default=None)
+    for name, help_text in _EXISTING.items():
+        group.addoption("--pulsar-endpoint-" + name.replace("_", "-"), dest=f"pulsar_endpoint_{name}", help=help_text)
+        parser.addini(f"pulsar_endpoint_{name}", help_text, default=None)
     group.addoption("--pulsar-endpoint-command", default=None, dest="pulsar_endpoint_command",
                     help="command that runs the server, shell-quoted (default: python -m proxy)")  # fmt: skip
     parser.addini("pulsar_endpoint_command", "command that runs the server (default: python -m proxy)", default=None)
@@ -108,6 +122,17 @@ def _base_settings(config: pytest.Config) -> EndpointSettings:
         else:
             changes[name] = value
     return EndpointSettings().merged(**changes)
+
+
+def _existing(config: pytest.Config) -> ExistingBroker | None:
+    """The broker ``--pulsar-endpoint-url`` names, if any."""
+    values = {}
+    for name in _EXISTING:
+        values[name] = config.getoption(f"pulsar_endpoint_{name}") or config.getini(f"pulsar_endpoint_{name}")
+    if not values["url"]:
+        return None
+    admin_url = values["admin_url"] or f"http://{urllib.parse.urlsplit(values['url']).hostname}:8080"
+    return ExistingBroker(values["url"], admin_url, values["token"] or None)
 
 
 def _marked(node: pytest.Item | pytest.Collector, base: EndpointSettings) -> tuple[str, EndpointSettings]:
@@ -178,15 +203,30 @@ def _pulsar_module_endpoints(
 
 
 @pytest.fixture(scope="session")
-def pulsar_session_endpoint(pytestconfig: pytest.Config, _pulsar_session_endpoints: _Endpoints) -> PulsarEndpoint:
+def pulsar_session_endpoint(request: pytest.FixtureRequest) -> PulsarEndpoint | ExistingBroker:
     """The session's endpoint with the ini / command-line settings (markers do not change it)."""
-    return _pulsar_session_endpoints.get(_base_settings(pytestconfig))
+    existing = _existing(request.config)
+    if existing is not None:
+        return existing
+    pool: _Endpoints = request.getfixturevalue("_pulsar_session_endpoints")
+    return pool.get(_base_settings(request.config))
 
 
 @pytest.fixture
-def pulsar_endpoint(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PulsarEndpoint]:
+def pulsar_endpoint(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PulsarEndpoint | ExistingBroker]:
     """The test's endpoint: the session's, or the one its ``pulsar_endpoint`` marker asks for."""
-    scope, settings = _marked(request.node, _base_settings(request.config))
+    base = _base_settings(request.config)
+    scope, settings = _marked(request.node, base)
+    existing = _existing(request.config)
+    if existing is not None:
+        if settings != base:
+            pytest.fail(
+                f"this test's @pytest.mark.{MARKER} asks for settings ({settings}) that the broker of "
+                f"--pulsar-endpoint-url ({existing.service_url}) cannot be given",
+                pytrace=False,
+            )
+        yield existing
+        return
     if scope == "function":
         endpoint = _Endpoints(request.config, tmp_path).start(settings)
         _record(request, endpoint)
@@ -200,13 +240,13 @@ def pulsar_endpoint(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
 
 
 @pytest.fixture
-def pulsar_namespace(pulsar_endpoint: PulsarEndpoint) -> PulsarNamespace:
+def pulsar_namespace(pulsar_endpoint: PulsarEndpoint | ExistingBroker) -> PulsarNamespace:
     """A fresh namespace ``public/test-<random>`` on the test's endpoint; ``.topic(name)`` names topics in it."""
     return pulsar_endpoint.create_namespace()
 
 
 @pytest.fixture
-def pulsar_client(pulsar_endpoint: PulsarEndpoint) -> Iterator[Any]:
+def pulsar_client(pulsar_endpoint: PulsarEndpoint | ExistingBroker) -> Iterator[Any]:
     """An official Python client (``pulsar.Client``) on the test's endpoint, closed after the test."""
     import pulsar
 

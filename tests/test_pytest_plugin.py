@@ -13,8 +13,11 @@ import socket
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+
+from pulsar_txn_proxy.endpoint import PulsarEndpoint
 
 pytest_plugins = ["pytester"]
 
@@ -263,3 +266,33 @@ def test_plugin_import_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip() == "[]"
+
+
+def test_existing_broker_option(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """``--pulsar-endpoint-url`` points the fixtures at a broker started elsewhere: nothing is started, namespaces
+    are made there, and a test whose marker asks for settings fails saying why."""
+    with PulsarEndpoint(tmp_path / "elsewhere") as elsewhere:
+        pytester.makepyfile(
+            test_existing=textwrap.dedent(
+                f"""
+                import pytest
+
+                def test_uses_it(pulsar_endpoint, pulsar_namespace, pulsar_client):
+                    assert pulsar_endpoint.service_url == "{elsewhere.service_url}"
+                    pulsar_client.create_producer(pulsar_namespace.topic("t")).send(b"x")
+
+                @pytest.mark.pulsar_endpoint(default_partitions=2)
+                def test_settings_refused(pulsar_endpoint):
+                    pass
+                """
+            ),
+        )
+        result = _run(
+            pytester,
+            f"--pulsar-endpoint-url={elsewhere.service_url}",
+            f"--pulsar-endpoint-admin-url={elsewhere.admin_url}",
+        )
+        result.assert_outcomes(passed=1, errors=1)
+        result.stdout.fnmatch_lines(["*asks for settings*cannot be given*"])
+        namespaces = elsewhere.admin("GET", "/admin/v2/namespaces/public")
+        assert any(name.startswith("public/test-") for name in namespaces)
