@@ -16,8 +16,19 @@ from tests.container_endpoint import endpoint_image, require_engine
 pytestmark = pytest.mark.container
 
 
+def _engine_answers() -> None:
+    """Fail with the reason and the way to get one unless a container engine answers (its first answer after the
+    API service starts can take several seconds on a loaded machine: wait up to a minute)."""
+    import docker
+
+    try:
+        docker.from_env(timeout=60).close()
+    except docker.errors.DockerException:
+        require_engine()
+
+
 def test_container_class_serves_clients_and_admin() -> None:
-    require_engine()
+    _engine_answers()
     import docker
 
     from pulsar_txn_proxy.testcontainers import PulsarTxnProxyContainer

@@ -6,6 +6,7 @@ which works against this endpoint and against Apache Pulsar with transactions en
 
 import pulsar
 import pytest
+
 from spark.client import Client as TransactionalClient
 
 
