@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container demo spark-cluster-demo conformance crash-loop fuzz model clean
+.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container bench-plugin demo spark-cluster-demo conformance crash-loop fuzz model clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,11 @@ bench-compare: $(VENV)/.installed-test
 ## bench-container: container start to the first CONNECT answered (Docker, else podman set up as root)
 bench-container: $(VENV)/.installed-test
 	compose/with-engine.sh sh -c '$(BIN)/python compose/build_image.py && $(BIN)/python bench/container.py $(ARGS)'
+
+## bench-plugin: pytest to the first test of examples/pytest-sample on the pytest plugin's endpoint, beside the same
+## suite on a Pulsar standalone started in the session (ARGS="--no-pulsar" leaves Pulsar out)
+bench-plugin: $(VENV)/.installed-test
+	$(BIN)/python bench/plugin_startup.py $(ARGS)
 
 ## fuzz: 1,000,000 mutated frames beside an official-client witness, then a kill and restart; prints frames/s,
 ## tracebacks, failed witness sends, stalls, blocked topics, RSS peak, witness latency and losses (ARGS="--seed 7")

@@ -116,6 +116,8 @@ def main() -> None:
         build()  # resolve the jars before the clock starts, as a pulled image would be
         pulsar = [run_once(pulsar=True) for _ in range(args.pulsar_runs)]
         lines.append(summary("Apache Pulsar 4.2.4 standalone (same suite)", pulsar))
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    lines.append(f"load average at the end (1, 5, 15 min): {load} on {os.cpu_count()} CPUs (other work inflates both)")
     print("\n".join(lines))
 
 
