@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container bench-plugin demo spark-cluster-demo conformance crash-loop fuzz model clean
+.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container bench-plugin go-suite demo spark-cluster-demo conformance crash-loop fuzz model clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,12 @@ conformance: $(VENV)/.installed-test
 	$(BIN)/python -m pytest tests/conformance --conformance-target both $(ARGS)
 	$(BIN)/python -m tests.conformance.workload --target endpoint --seed 11 --seconds 60 --kill-restarts 3
 	$(BIN)/python -m tests.conformance.workload --target pulsar --seed 11 --seconds 60
+
+## go-suite: the official Go client's own tests (pulsar-client-go, pulsar/ and pulsaradmin/, tests/go/go.mod's version)
+## against this endpoint and a Pulsar 4.2.4 standalone, each set up as that suite's CI broker in a network namespace
+## of its own (root: unshare -n); results per target in build/go-suite/results (ARGS="--target endpoint")
+go-suite: $(VENV)/.installed-test
+	$(BIN)/python -m tests.go_suite $(ARGS)
 
 ## crash-loop: the exactly-once loop of issue 19 at full size (2,000 inputs, the endpoint SIGKILLed 2 times; set
 ## CRASH_LOOP_INPUTS / CRASH_LOOP_KILLS to change them)

@@ -29,10 +29,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -359,6 +360,7 @@ class PulsarEndpoint(AdminClient):
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent(),
             )
         finally:
             log.close()
@@ -398,6 +400,20 @@ class PulsarEndpoint(AdminClient):
             except subprocess.TimeoutExpired:
                 process.kill()
         return process.wait()
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """On Linux, from the main thread: make the server receive SIGTERM when this process dies, even by SIGKILL (a CI
+    job killed at its timeout leaves no server behind). Elsewhere None (the signal follows the starting thread)."""
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+
+    def set_death_signal() -> None:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+    return set_death_signal
 
 
 class _PortTakenError(Exception):

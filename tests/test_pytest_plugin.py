@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -296,3 +297,37 @@ def test_existing_broker_option(pytester: pytest.Pytester, tmp_path: Path) -> No
         result.stdout.fnmatch_lines(["*asks for settings*cannot be given*"])
         namespaces = elsewhere.admin("GET", "/admin/v2/namespaces/public")
         assert any(name.startswith("public/test-") for name in namespaces)
+
+
+def test_endpoint_dies_with_a_killed_session(pytester: pytest.Pytester) -> None:
+    """A pytest session killed outright (SIGKILL, as a CI job at its timeout) leaves no endpoint running."""
+    pytester.makepyfile(
+        helpers=RECORD,
+        test_killed=textwrap.dedent(
+            """
+            import os, signal
+            from helpers import record
+
+            def test_killed(pulsar_endpoint):
+                record("killed", pulsar_endpoint)
+                os.kill(os.getpid(), signal.SIGKILL)
+            """
+        ),
+    )
+    _run(pytester)
+    entry = _seen(pytester)["killed"]
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _running(int(entry["pid"])):  # type: ignore[call-overload]
+        time.sleep(0.1)
+    assert not _running(int(entry["pid"]))  # type: ignore[call-overload]
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", int(entry["port"])), 1):  # type: ignore[call-overload]
+        pass
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
