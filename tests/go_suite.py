@@ -14,9 +14,10 @@ administered by ``anonymous``, which may produce and consume in ``public/default
 The module source comes through the Go module proxy (``go mod download``; the version defaults to the one in
 tests/go/go.mod); the test binaries are compiled outside, then each target runs in a network namespace of its own
 (``unshare -n``, root needed) so that the fixed ports clash with nothing else on the machine and the two targets
-run side by side. Each target writes ``<results>/<target>.txt``: one ``PASS|FAIL|SKIP <package> <Test>`` line per
-top-level test, and ``<target>.log`` with the full output; the comparison lists the tests that pass on Pulsar and
-fail (or do not run) here.
+run side by side. Each top-level test runs in a process of its own (``-test.run '^Name$'``): a test that panics ends
+only its own run, where ``go test`` would stop its whole package there. Each target writes ``<results>/<target>.txt``:
+one ``PASS|FAIL|SKIP <package> <Test>`` line per top-level test, and ``<target>.log`` with the full output; the
+comparison (``pass-on-pulsar-not-here.txt``) lists the tests that pass on Pulsar and fail (or do not run) here.
 """
 
 from __future__ import annotations
@@ -30,12 +31,15 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import TextIO
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE = "github.com/apache/pulsar-client-go"
 PACKAGES = ("./pulsar/...", "./pulsaradmin/...")
-#: How long one package's test binary may run (the suite's CI gives ``go test`` 20 minutes for everything).
-PACKAGE_TIMEOUT = "30m"
+#: How long one test may run (the suite's CI gives ``go test`` 20 minutes for everything), and when its process is
+#: killed if the test binary's own timeout did not end it.
+TEST_TIMEOUT = "5m"
+TEST_KILL_SECONDS = 330
 _RESULT = re.compile(r"^--- (PASS|FAIL|SKIP): (\S+) ")
 
 
@@ -166,6 +170,35 @@ def _configure(src: Path) -> None:
     call("POST", "/admin/v2/namespaces/private/auth/permissions/token-principal", ["produce", "consume"])
 
 
+def _tests_of(binary: Path, directory: Path) -> list[str]:
+    listed = subprocess.run(
+        [str(binary), "-test.list", ".*"], cwd=directory, capture_output=True, text=True, check=True
+    ).stdout
+    return [line for line in listed.splitlines() if line.startswith(("Test", "Example"))]
+
+
+def _run_test(binary: Path, directory: Path, test: str, log: TextIO) -> tuple[str, str]:
+    """Run one top-level test in a process of its own (a panic in one test ends its process only, where a whole
+    package's run would stop at it); (status, name), FAIL when it ended without a result line."""
+    log.write(f"==== {binary.name} {test}\n")
+    log.flush()
+    try:
+        output = subprocess.run(
+            [str(binary), "-test.v", "-test.run", f"^{test}$", "-test.timeout", TEST_TIMEOUT], cwd=directory,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", check=False,
+            timeout=TEST_KILL_SECONDS,
+        ).stdout  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        output = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        output += f"\n(killed after {TEST_KILL_SECONDS} s)\n"
+    log.write(output)
+    for line in output.splitlines():
+        match = _RESULT.match(line)
+        if match and match.group(2) == test:
+            return match.group(1), test
+    return "FAIL", test
+
+
 def run_inside(target: str, version: str, work: Path, results: Path) -> None:
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     src, binaries = prepared(version, work)
@@ -177,18 +210,11 @@ def run_inside(target: str, version: str, work: Path, results: Path) -> None:
         with (results / f"{target}.log").open("w") as log:
             for package, binary, directory in binaries:
                 print(f"[{target}] running {package}", flush=True)
-                log.write(f"==== {package}\n")
-                log.flush()
                 began = time.monotonic()
-                proc = subprocess.run(
-                    [str(binary), "-test.v", "-test.timeout", PACKAGE_TIMEOUT], cwd=directory,
-                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", check=False,
-                )  # fmt: skip
-                log.write(proc.stdout)
-                found = [m.groups() for m in map(_RESULT.match, proc.stdout.splitlines()) if m]
+                found = [_run_test(binary, directory, test, log) for test in _tests_of(binary, directory)]
                 lines += [f"{status} {package} {test}" for status, test in found]
                 summary = {s: sum(1 for f in found if f[0] == s) for s in ("PASS", "FAIL", "SKIP")}
-                print(f"[{target}] {package}: {summary} exit {proc.returncode} in {time.monotonic() - began:.0f} s")
+                print(f"[{target}] {package}: {summary} in {time.monotonic() - began:.0f} s", flush=True)
     finally:
         stop()  # type: ignore[operator]
         del broker
