@@ -118,6 +118,12 @@ def _pulsar(src: Path, data: Path) -> tuple[object, object]:
     from tests.conformance.pulsar_standalone import PulsarStandalone
 
     class CIStandalone(PulsarStandalone):
+        def command(self) -> list[str]:
+            """Advertised as ``localhost``, the name the suite's certificates carry (no IP address in them)."""
+            command = super().command()
+            command[command.index("--advertised-address") + 1] = "localhost"
+            return command
+
         def _coordinator_ready(self) -> bool:
             return True  # anonymous may not look the coordinators up here; the suite's CI waits for the web port
 
