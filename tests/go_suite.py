@@ -92,7 +92,7 @@ def prepared(version: str, work: Path) -> tuple[Path, list[tuple[str, Path, Path
 # -- inside the network namespace -------------------------------------------------------------------------------
 
 
-def _endpoint(src: Path, data: Path) -> tuple[object, object]:
+def _endpoint(src: Path, data: Path, source: Path | None = None) -> tuple[object, object]:
     from tests.server_process import ServerProcess
 
     it = src / "integration-tests"
@@ -111,6 +111,9 @@ def _endpoint(src: Path, data: Path) -> tuple[object, object]:
         "--max-message-size", "1048576",
         port=6650,
     )  # fmt: skip
+    if source is not None:  # the server of another checkout (a branch to compare), first on its sys.path
+        code = f"import runpy, sys; sys.path.insert(0, {str(source)!r}); runpy.run_module('proxy', run_name='__main__')"
+        server.launcher = [sys.executable, "-c", code]
     return server.start(timeout=60), server.stop
 
 
@@ -205,11 +208,11 @@ def _run_test(binary: Path, directory: Path, test: str, log: TextIO) -> tuple[st
     return "FAIL", test
 
 
-def run_inside(target: str, version: str, work: Path, results: Path) -> None:
+def run_inside(target: str, version: str, work: Path, results: Path, source: Path | None) -> None:
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     src, binaries = prepared(version, work)
     data = work / f"data-{target}-{int(time.time())}"
-    broker, stop = (_endpoint if target == "endpoint" else _pulsar)(src, data)
+    broker, stop = _endpoint(src, data, source) if target == "endpoint" else _pulsar(src, data)
     lines: list[str] = []
     try:
         _configure(src)
@@ -258,12 +261,15 @@ def main() -> None:
     parser.add_argument("--version", default=None, help="pulsar-client-go version (default: tests/go/go.mod's)")
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "go-suite", help="source, binaries, data")
     parser.add_argument("--results", type=Path, default=ROOT / "build" / "go-suite" / "results")
+    parser.add_argument(
+        "--endpoint-source", type=Path, default=None, help="run the endpoint of this checkout (default: this one)"
+    )
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     version = args.version or module_version()
     args.results.mkdir(parents=True, exist_ok=True)
     if args.inside:
-        run_inside(args.target, version, args.work, args.results)
+        run_inside(args.target, version, args.work, args.results, args.endpoint_source)
         return
     prepare(version, args.work)
     targets = ["endpoint", "pulsar"] if args.target == "both" else [args.target]
@@ -276,6 +282,8 @@ def main() -> None:
     for target in targets:
         command = ["unshare", "-n", sys.executable, "-m", "tests.go_suite", "--inside", "--target", target,
                    "--version", version, "--work", str(args.work), "--results", str(args.results)]  # fmt: skip
+        if args.endpoint_source:
+            command += ["--endpoint-source", str(args.endpoint_source.resolve())]
         runs.append(subprocess.Popen(command, cwd=ROOT))
     codes = [run.wait() for run in runs]
     compare(args.results)
