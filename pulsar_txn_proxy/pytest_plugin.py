@@ -75,6 +75,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--pulsar-endpoint-command", default=None, dest="pulsar_endpoint_command",
                     help="command that runs the server, shell-quoted (default: python -m proxy)")  # fmt: skip
     parser.addini("pulsar_endpoint_command", "command that runs the server (default: python -m proxy)", default=None)
+    group.addoption("--pulsar-endpoint-startup-timeout", default=None, dest="pulsar_endpoint_startup_timeout",
+                    help="seconds an endpoint may take to start (default 30)")  # fmt: skip
     parser.addini("pulsar_endpoint_startup_timeout", "seconds an endpoint may take to start (default 30)", default=None)
 
 
@@ -165,7 +167,9 @@ class _Endpoints:
 
     def start(self, settings: EndpointSettings) -> PulsarEndpoint:
         command = self._config.getoption("pulsar_endpoint_command") or self._config.getini("pulsar_endpoint_command")
-        timeout = self._config.getini("pulsar_endpoint_startup_timeout")
+        timeout = self._config.getoption("pulsar_endpoint_startup_timeout") or self._config.getini(
+            "pulsar_endpoint_startup_timeout"
+        )
         data_dir = self._directory / f"endpoint-{len(self._started)}"
         endpoint = PulsarEndpoint(
             data_dir,

@@ -235,7 +235,7 @@ def test_tls_and_token_from_ini_and_command_line(pytester: pytest.Pytester) -> N
             """
         ),
     )
-    result = _run(pytester, "--pulsar-endpoint-default-partitions=2")
+    result = _run(pytester, "--pulsar-endpoint-default-partitions=2", "--pulsar-endpoint-startup-timeout=90")
     result.assert_outcomes(passed=2)
     _assert_stopped(_seen(pytester)["secure"])
 
