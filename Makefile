@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-scale bench-container demo spark-cluster-demo conformance crash-loop fuzz model clean
+.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-scale bench-container demo spark-cluster-demo conformance crash-loop fuzz model bench-plugin go-suite clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,12 @@ conformance: $(VENV)/.installed-test
 	$(BIN)/python -m tests.conformance.workload --target endpoint --seed 11 --seconds 60 --kill-restarts 3
 	$(BIN)/python -m tests.conformance.workload --target pulsar --seed 11 --seconds 60
 
+## go-suite: the official Go client's own tests (pulsar-client-go, pulsar/ and pulsaradmin/, tests/go/go.mod's version)
+## against this endpoint and a Pulsar 4.2.4 standalone, each set up as that suite's CI broker in a network namespace
+## of its own (root: unshare -n); results per target in build/go-suite/results (ARGS="--target endpoint")
+go-suite: $(VENV)/.installed-test
+	$(BIN)/python -m tests.go_suite $(ARGS)
+
 ## crash-loop: the exactly-once loop of issue 19 at full size (2,000 inputs, the endpoint SIGKILLed 2 times; set
 ## CRASH_LOOP_INPUTS / CRASH_LOOP_KILLS to change them)
 crash-loop: $(VENV)/.installed-test
@@ -90,6 +96,11 @@ bench-scale: $(VENV)/.installed-bench
 ## bench-container: container start to the first CONNECT answered (Docker, else podman set up as root)
 bench-container: $(VENV)/.installed-test
 	compose/with-engine.sh sh -c '$(BIN)/python compose/build_image.py && $(BIN)/python bench/container.py $(ARGS)'
+
+## bench-plugin: pytest to the first test of examples/pytest-sample on the pytest plugin's endpoint, beside the same
+## suite on a Pulsar standalone started in the session (ARGS="--no-pulsar" leaves Pulsar out)
+bench-plugin: $(VENV)/.installed-test
+	$(BIN)/python bench/plugin_startup.py $(ARGS)
 
 ## fuzz: 1,000,000 mutated frames beside an official-client witness, then a kill and restart; prints frames/s,
 ## tracebacks, failed witness sends, stalls, blocked topics, RSS peak, witness latency and losses (ARGS="--seed 7")
