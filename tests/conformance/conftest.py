@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.framework import (
+from pulsar_txn_proxy.conformance.framework import (
     KNOWN_DIFFERENCES,
     PULSAR_VERSION,
     Scenario,
@@ -169,5 +169,5 @@ def _fail_on_crash(label: str, outcome: Any) -> None:
 
 @pytest.fixture
 def conformance(request: pytest.FixtureRequest) -> Conformance:
-    """Used by tests made with :func:`tests.conformance.framework.scenario`."""
+    """Used by tests made with :func:`pulsar_txn_proxy.conformance.framework.scenario`."""
     return Conformance(request)

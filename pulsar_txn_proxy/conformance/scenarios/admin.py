@@ -6,7 +6,16 @@ from typing import Any
 
 import pulsar
 
-from tests.conformance.framework import AdminAnswer, Outcome, Run, drain, receive_n, scenario, send_all, texts
+from pulsar_txn_proxy.conformance.framework import (
+    AdminAnswer,
+    Outcome,
+    Run,
+    drain,
+    receive_n,
+    scenario,
+    send_all,
+    texts,
+)
 
 Earliest = pulsar.InitialPosition.Earliest
 NS = "/admin/v2/persistent/public/default"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pulsar
 
-from tests.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
 
 PAYLOAD = b"x" * 200
 

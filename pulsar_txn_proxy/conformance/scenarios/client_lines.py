@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conformance.framework import Outcome, Run, scenario
-from tests.conformance.harness_observations import normalise_observations, unordered
-from tests.txn_harness import run_scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.harness import run_scenario
+from pulsar_txn_proxy.conformance.harness_observations import normalise_observations, unordered
 
 #: The newest release of Pulsar's long-term-support line.
 LTS_CLIENT = "4.0.13"

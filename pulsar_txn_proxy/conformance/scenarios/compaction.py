@@ -7,8 +7,8 @@ from typing import Any
 
 import pulsar
 
-from tests.conformance.framework import Outcome, Run, drain, scenario, texts
-from tests.txn_harness import run_scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, drain, scenario, texts
+from pulsar_txn_proxy.conformance.harness import run_scenario
 
 Earliest = pulsar.InitialPosition.Earliest
 NS = "/admin/v2/persistent/public/default"

@@ -7,7 +7,7 @@ import datetime
 import pulsar
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
 
-from tests.conformance.framework import Outcome, Run, drain, receive_n, scenario, send_all, texts
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, drain, receive_n, scenario, send_all, texts
 
 Exclusive = pulsar.ConsumerType.Exclusive
 Shared = pulsar.ConsumerType.Shared

@@ -8,14 +8,12 @@ missing and auto subscription creation is allowed (else the producer is refused 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlparse
 
 import pulsar
 
-from tests.conformance.framework import Outcome, Run, drain, scenario, texts
-from tests.go_harness import run_scenario as go_scenario
-from tests.test_bad_input import RawConnection
-from tests.txn_harness import run_scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, drain, scenario, texts
+from pulsar_txn_proxy.conformance.harness import go_scenario, run_scenario
+from pulsar_txn_proxy.conformance.raw import RawConnection
 from wire.commands import payload_of, type_name
 from wire.pulsar_api_pb2 import BaseCommand, ServerError
 
@@ -100,7 +98,7 @@ def test_raw_initial_subscription(run: Run) -> Outcome:
     forbid = run.admin(
         "POST", f"/admin/v2/namespaces/{namespace}/autoSubscriptionCreation", {"allowAutoSubscriptionCreation": False}
     ).status
-    conn = RawConnection(urlparse(run.target.service_url).port or 6650)
+    conn = RawConnection.to(run.target.service_url)
     try:
         conn.handshake()
         out: dict[str, Any] = {

@@ -2,7 +2,7 @@
 
 Each scenario runs one Go process on a fresh non-partitioned topic and returns its observations (payloads in arrival
 order, message ids, redelivery counts, errors by type), normalised as the Java harness's are
-(:mod:`tests.conformance.harness_observations`).
+(:mod:`pulsar_txn_proxy.conformance.harness_observations`).
 
 The Go client acknowledges in a transaction only one message at a time: it has no transactional cumulative
 acknowledgement, so issue 19's defect 2 is approached through transactional batch-index acknowledgements.
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conformance.framework import Outcome, Run, scenario
-from tests.conformance.harness_observations import normalise_observations
-from tests.go_harness import run_scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.harness import go_scenario as run_scenario
+from pulsar_txn_proxy.conformance.harness_observations import normalise_observations
 
 
 def _go(run: Run, name: str, *args: str) -> Any:

@@ -4,11 +4,9 @@ listeners against the answers of a Pulsar standalone configured with them."""
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
-
-from tests.conformance.framework import Outcome, Run, scenario
-from tests.test_bad_input import RawConnection
-from tests.txn_harness import run_scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.harness import run_scenario
+from pulsar_txn_proxy.conformance.raw import RawConnection
 from wire.commands import payload_of
 from wire.pulsar_api_pb2 import BaseCommand
 
@@ -20,7 +18,7 @@ def test_lookup_by_listener_name(run: Run) -> Outcome:
     """LOOKUP without a listener name, with an empty one, with ``internal`` and with an unknown one; then a Python
     client configured with the unknown name creating a producer."""
     topic = run.topic("t")
-    conn = RawConnection(urlparse(run.target.service_url).port or 6650)
+    conn = RawConnection.to(run.target.service_url)
     out: Outcome = {}
     try:
         conn.handshake()

@@ -15,10 +15,14 @@ from typing import Any
 
 import pulsar
 
-from tests.conformance.framework import Outcome, Run, drain, receive_n, scenario, texts
-from tests.test_bad_input import RawConnection
-from tests.test_txn_bad_input import _add_subscription, _end, _open, _tc_connect, _txn_fields, rid
-from tests.txn_harness import run_scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, drain, receive_n, scenario, texts
+from pulsar_txn_proxy.conformance.harness import run_scenario
+from pulsar_txn_proxy.conformance.raw import RawConnection, rid
+from pulsar_txn_proxy.conformance.raw import add_subscription as _add_subscription
+from pulsar_txn_proxy.conformance.raw import end_txn as _end
+from pulsar_txn_proxy.conformance.raw import open_txn as _open
+from pulsar_txn_proxy.conformance.raw import tc_connect as _tc_connect
+from pulsar_txn_proxy.conformance.raw import txn_fields as _txn_fields
 from wire.pulsar_api_pb2 import BaseCommand, CommandAck, CommandSubscribe, ServerError, TxnAction
 
 T = BaseCommand
@@ -447,8 +451,7 @@ def test_transactional_acks_of_crafted_ids(run: Run) -> Outcome:
     topic = run.topic("t")
     _singles(client, topic, ["s0", "s1", "s2"])
     ledger = _ledger(client, topic)
-    port = int(run.target.service_url.rsplit(":", 1)[1])
-    conn = RawConnection(port)
+    conn = RawConnection.to(run.target.service_url)
     try:
         conn.handshake()
         _tc_connect(conn, 0)
@@ -495,8 +498,7 @@ def test_get_last_message_id_on_the_wire(run: Run) -> Outcome:
     are shown as "ledger" when they are the topic's."""
     client = run.client()
     topic = run.topic("t")
-    port = int(run.target.service_url.rsplit(":", 1)[1])
-    conn = RawConnection(port)
+    conn = RawConnection.to(run.target.service_url)
     outcome: Outcome = {}
     try:
         conn.handshake()

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import time
 from typing import Any
-from urllib.parse import urlparse
 
 import pulsar
 
-from tests.conformance.framework import Outcome, Run, scenario
-from tests.test_bad_input import RawConnection
-from tests.txn_harness import run_scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.harness import run_scenario
+from pulsar_txn_proxy.conformance.raw import RawConnection
 from wire.commands import make
 from wire.framing import DEFAULT_MAX_MESSAGE_SIZE, encode_payload_command, make_body, max_frame_size
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata
@@ -31,7 +30,7 @@ def _send_of_total(name: str, total: int) -> bytes:
 def _raw_send(run: Run, topic: str, total: int) -> dict[str, Any]:
     """CONNECT, LOOKUP and PRODUCER on a raw connection, then a SEND frame of ``total`` bytes (only its first 64
     bytes when it is too large: the broker closes as soon as it reads the size); what came back."""
-    conn = RawConnection(urlparse(run.target.service_url).port or 6650, timeout=30)
+    conn = RawConnection.to(run.target.service_url, timeout=30)
     try:
         advertised = conn.handshake().connected.max_message_size
         conn.send(T.LOOKUP, topic=topic, request_id=1)
@@ -105,7 +104,7 @@ def test_topic_max_message_size_policy(run: Run) -> Outcome:
         "set_1000": run.admin("POST", path, 1000).status,
         "get": run.admin("GET", path).summary(),
     }
-    conn = RawConnection(urlparse(run.target.service_url).port or 6650, timeout=30)
+    conn = RawConnection.to(run.target.service_url, timeout=30)
     try:
         conn.handshake()
         conn.send(T.LOOKUP, topic=topic, request_id=1)

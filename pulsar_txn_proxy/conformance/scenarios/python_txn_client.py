@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
 from spark.client import Client, Consumer, InitialPosition, Message, Timeout, TxnId
-from tests.conformance.framework import Outcome, Run, scenario
 
 
 def _client(run: Run) -> Client:

@@ -9,8 +9,8 @@ quiet. The client skips the acknowledged indexes without returning their permits
 
 from __future__ import annotations
 
-from tests.conformance.framework import Outcome, Run, scenario
-from tests.txn_harness import run_scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.harness import run_scenario
 
 
 def _run(run: Run, *args: str) -> Outcome:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import time
 from typing import Any
-from urllib.parse import urlparse
 
 from google.protobuf.message import Message
 
-from tests.conformance.framework import Outcome, Run, scenario
-from tests.test_bad_input import RawConnection
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.raw import RawConnection
 from wire.commands import make, payload_of, type_name
 from wire.framing import encode_payload_command, make_body
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata
@@ -41,7 +40,7 @@ def _answer(conn: RawConnection, kind: int, **fields: Any) -> dict[str, list[str
 def test_fields_of_answers(run: Run) -> Outcome:
     """CONNECT, lookups, a producer and a SEND, a consumer and its MESSAGE, consumer queries, acks, closes."""
     topic = run.topic("t")
-    conn = RawConnection(urlparse(run.target.service_url).port or 6650)
+    conn = RawConnection.to(run.target.service_url)
     try:
         out: dict[str, Any] = {}
         conn.send(T.CONNECT, client_version="fields-probe", protocol_version=20)
@@ -88,7 +87,7 @@ def test_schema_names(run: Run) -> Outcome:
     """GET_SCHEMA names a schema after its topic (``tenant/namespace/topic``, a partition's after its partitioned
     topic), whatever name the producer that registered it gave it."""
     topic = run.topic("named")
-    conn = RawConnection(urlparse(run.target.service_url).port or 6650)
+    conn = RawConnection.to(run.target.service_url)
     try:
         conn.send(T.CONNECT, client_version="fields-probe", protocol_version=20)
         conn.expect(T.CONNECTED)

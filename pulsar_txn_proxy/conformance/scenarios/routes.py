@@ -14,9 +14,9 @@ from typing import Any
 
 import pulsar
 
-from tests.conformance.framework import AdminAnswer, Outcome, Run, drain, receive_n, scenario, send_all
-from tests.conformance.test_topic_policies import _answer, _namespace, _settled
-from tests.conformance.test_txn_coordinator import Raw, Txns
+from pulsar_txn_proxy.conformance.framework import AdminAnswer, Outcome, Run, drain, receive_n, scenario, send_all
+from pulsar_txn_proxy.conformance.scenarios.topic_policies import _answer, _namespace, _settled
+from pulsar_txn_proxy.conformance.scenarios.txn_coordinator import Raw, Txns
 from wire.pulsar_api_pb2 import TxnAction
 
 #: ``endpoint: (method, a value to set)`` for every topic policy beyond the five the everyday scenarios cover.

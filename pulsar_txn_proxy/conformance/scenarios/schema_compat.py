@@ -15,12 +15,11 @@ import json
 import struct
 import time
 from typing import Any
-from urllib.parse import urlparse
 
 from google.protobuf import descriptor_pb2
 
-from tests.conformance.framework import Outcome, Run, scenario
-from tests.test_bad_input import RawConnection
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.raw import RawConnection
 from wire.commands import payload_of
 from wire.pulsar_api_pb2 import BaseCommand, ServerError
 
@@ -169,7 +168,7 @@ class _Raw:
     """One raw connection that creates producers and consumers with exact schemas."""
 
     def __init__(self, run: Run) -> None:
-        self.conn = RawConnection(urlparse(run.target.service_url).port or 6650, timeout=20.0)
+        self.conn = RawConnection.to(run.target.service_url, timeout=20.0)
         self.conn.handshake()
         self.next_id = 0
         self.looked_up: set[str] = set()

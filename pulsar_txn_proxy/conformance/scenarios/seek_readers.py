@@ -6,7 +6,7 @@ import time
 
 import pulsar
 
-from tests.conformance.framework import Outcome, Run, drain, receive_n, scenario, send_all, texts
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, drain, receive_n, scenario, send_all, texts
 
 Earliest = pulsar.InitialPosition.Earliest
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import mmh3
 import pulsar
 
-from tests.conformance.framework import Outcome, Run, drain, receive_n, scenario, send_all, texts
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, drain, receive_n, scenario, send_all, texts
 
 Earliest = pulsar.InitialPosition.Earliest
 T = pulsar.ConsumerType

@@ -12,8 +12,8 @@ from typing import Any
 
 import pulsar
 
-from tests.conformance.framework import AdminAnswer, Outcome, Run, drain, scenario
-from tests.conformance.test_backlog_quota import new_producer
+from pulsar_txn_proxy.conformance.framework import AdminAnswer, Outcome, Run, drain, scenario
+from pulsar_txn_proxy.conformance.scenarios.backlog_quota import new_producer
 
 PAYLOAD = b"x" * 200
 #: How long a read waits for a policy change to show.

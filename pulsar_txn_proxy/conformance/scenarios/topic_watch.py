@@ -5,12 +5,11 @@ between runs, so the values themselves do)."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlparse
 
 from engine.topic_list import topics_hash
-from tests.conformance.framework import Outcome, Run, scenario
-from tests.test_bad_input import RawConnection
-from tests.txn_harness import run_scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.harness import run_scenario
+from pulsar_txn_proxy.conformance.raw import RawConnection
 from wire.commands import payload_of, type_name
 from wire.pulsar_api_pb2 import BaseCommand
 
@@ -19,7 +18,7 @@ NAMESPACE = "public/default"
 
 
 def _connect(run: Run) -> RawConnection:
-    conn = RawConnection(urlparse(run.target.service_url).port or 6650, timeout=15)
+    conn = RawConnection.to(run.target.service_url, timeout=15)
     conn.handshake()
     return conn
 

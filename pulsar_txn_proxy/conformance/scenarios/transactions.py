@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conformance.framework import Outcome, Run, scenario
-from tests.conformance.harness_observations import normalise_observations as _normalise
-from tests.conformance.harness_observations import unordered as _unordered
-from tests.txn_harness import run_scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.harness import run_scenario
+from pulsar_txn_proxy.conformance.harness_observations import normalise_observations as _normalise
+from pulsar_txn_proxy.conformance.harness_observations import unordered as _unordered
 
 PARTITIONS = 3
 def _harness(run: Run, name: str, *args: Any, ordered: bool = False, timeout: float = 90) -> Any:

@@ -9,9 +9,9 @@ subscription type; redelivery on request and on reconnect, and a second transact
 
 from __future__ import annotations
 
-from tests.conformance.framework import Outcome, Run, scenario
-from tests.conformance.test_transactions import _harness, _normalise, _topics
-from tests.txn_harness import run_scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.harness import run_scenario
+from pulsar_txn_proxy.conformance.scenarios.transactions import _harness, _normalise, _topics
 
 #: Message numbers of b-0..b-12 (batches b-0..4, b-5..9, b-10..12): first, middle and last index of the second batch.
 _CUMULATIVE_AT = {"first": 5, "middle": 7, "last": 9}

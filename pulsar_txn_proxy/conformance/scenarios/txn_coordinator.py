@@ -22,9 +22,9 @@ from typing import Any
 
 import pulsar
 
-from tests.conformance.framework import Outcome, Run, drain, scenario, texts
-from tests.test_bad_input import RawConnection
-from tests.txn_harness import run_scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, drain, scenario, texts
+from pulsar_txn_proxy.conformance.harness import run_scenario
+from pulsar_txn_proxy.conformance.raw import RawConnection
 from wire.framing import encode_payload_command, make_body
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata, ServerError, TxnAction
 
@@ -53,9 +53,7 @@ class Raw:
     """A raw protocol connection that found its coordinator (and topics) as a client does."""
 
     def __init__(self, run: Run, txns: Txns) -> None:
-        host, port = run.target.service_url.removeprefix("pulsar://").rsplit(":", 1)
-        assert host in ("127.0.0.1", "localhost"), host
-        self.conn = RawConnection(int(port), timeout=20)
+        self.conn = RawConnection.to(run.target.service_url, timeout=20)
         self.conn.handshake()
         self.txns = txns
         self.messages: list[Any] = []
