@@ -140,11 +140,14 @@ def _duration(seconds: float) -> str:
 
 
 def _run(args: argparse.Namespace, entries: list[Any], clients: set[str]) -> int:
-    from pulsar_txn_proxy.conformance import harness, report, runner
+    from pulsar_txn_proxy.conformance import framework, harness, report, runner
     from pulsar_txn_proxy.conformance.framework import Target
 
     console = Console()
     harness.progress = console.say
+    logs = Path(args.report) if getattr(args, "report", None) else harness.cache_dir()
+    logs.mkdir(parents=True, exist_ok=True)
+    framework.log_clients_to(logs / "python-client.log")
     for url in (args.service_url, getattr(args, "reference_url", None)):
         if url and (problem := runner.reachable(url)) is not None:
             print(f"pulsar-txn-proxy conformance: {problem}", file=sys.stderr)

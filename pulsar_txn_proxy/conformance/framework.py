@@ -91,6 +91,12 @@ KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
 }
 
 
+def log_clients_to(path: Path) -> None:
+    """Write the official Python client's warnings and errors to a file instead of the terminal."""
+    global _LOGGER
+    _LOGGER = pulsar.FileLogger(pulsar.LoggerLevel.Warn, str(path))
+
+
 @dataclass
 class Target:
     """A broker to run scenarios against."""

@@ -178,37 +178,30 @@ def _probe_partitioned(target: Target) -> Capability:
 
 
 def _probe_schemas(target: Target) -> Capability:
-    import pulsar
     from pulsar.schema import StringSchema
 
     topic = f"persistent://public/default/conformance-probe-{uuid.uuid4().hex[:8]}"
-    client = pulsar.Client(
-        target.service_url, operation_timeout_seconds=15, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-    )
+    run = Run(target)
     try:
-        client.create_producer(topic, schema=StringSchema()).close()
+        run.client(operation_timeout_seconds=15).create_producer(topic, schema=StringSchema()).close()
         return Capability(True, "a producer with a STRING schema was accepted")
     except Exception as exc:
         return Capability(False, f"a producer with a STRING schema was refused: {type(exc).__name__}: {exc}")
     finally:
-        client.close()
+        run.close()
 
 
 def _probe_compaction(target: Target, admin: Capability) -> Capability:
     if not admin.available or not target.admin_url:
         return Capability(False, "needs the admin API")
-    import pulsar
-
     name = f"conformance-probe-{uuid.uuid4().hex[:8]}"
-    client = pulsar.Client(
-        target.service_url, operation_timeout_seconds=15, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-    )
+    run = Run(target)
     try:
-        client.create_producer(f"persistent://public/default/{name}").close()
+        run.client(operation_timeout_seconds=15).create_producer(f"persistent://public/default/{name}").close()
     except Exception as exc:
         return Capability(False, f"cannot create a topic to compact: {type(exc).__name__}: {exc}")
     finally:
-        client.close()
+        run.close()
     answer = admin_call(target.admin_url, "PUT", f"/admin/v2/persistent/public/default/{name}/compaction")
     if answer.status < 300 or answer.status == 409:
         return Capability(True, f"PUT .../compaction answered {answer.status}")
