@@ -186,7 +186,8 @@ def _run(args: argparse.Namespace, entries: list[Any], clients: set[str]) -> int
                 capabilities[need] = runner.Capability(False, f"the reference broker lacks it: {found.detail}")
     for note in notes:
         console.say(f"  note: {note}")
-    unavailable = runner.prepare_harnesses({c for e in entries for c in e.clients})
+    runnable = [e for e in entries if runner.precheck(e, capabilities) is None]
+    unavailable = runner.prepare_harnesses({c for e in runnable for c in e.clients})
 
     # Python-only scenarios first: the part that needs no toolchain, timed on its own.
     ordered = sorted(entries, key=lambda e: e.clients != ("python",))

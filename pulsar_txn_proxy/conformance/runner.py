@@ -333,6 +333,17 @@ def unmet_needs(entry: Entry, capabilities: dict[str, Capability]) -> list[str]:
 Unavailable = dict[str, tuple[str, str]]
 
 
+def precheck(entry: Entry, capabilities: dict[str, Capability]) -> Result | None:
+    """The outcome of a scenario the broker cannot run (``unsupported``, ``not-run``), or None."""
+    unmet = unmet_needs(entry, capabilities)
+    if unmet:
+        why = "; ".join(f"{need}: {capabilities[need].detail}" for need in unmet)
+        return Result(entry, "unsupported", f"the broker lacks {', '.join(unmet)} ({why})")
+    if "restart" in entry.needs and not capabilities["restart"].available:
+        return Result(entry, "not-run", "restarts the broker: give --restart-command to run it")
+    return None
+
+
 def run_entry(
     entry: Entry,
     target: Target,
@@ -343,12 +354,8 @@ def run_entry(
 ) -> Result:
     """Classify one scenario on the target (running it only when it can run); ``record``: keep its outcome
     instead of comparing it (``pass`` when it ran to its end)."""
-    unmet = unmet_needs(entry, capabilities)
-    if unmet:
-        why = "; ".join(f"{need}: {capabilities[need].detail}" for need in unmet)
-        return Result(entry, "unsupported", f"the broker lacks {', '.join(unmet)} ({why})")
-    if "restart" in entry.needs and not capabilities["restart"].available:
-        return Result(entry, "not-run", "restarts the broker: give --restart-command to run it")
+    if (skipped := precheck(entry, capabilities)) is not None:
+        return skipped
     for client in entry.clients:
         if client in unavailable:
             outcome, why = unavailable[client]
