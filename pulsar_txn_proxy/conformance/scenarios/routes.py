@@ -103,6 +103,10 @@ def _plain_topic(run: Run, namespace: str, tag: str) -> tuple[str, str]:
     return f"persistent://{namespace}/{tag}", base
 
 
+#: Policies whose value is a set: Pulsar answers its members in no particular order (seen both ways on 4.2.4).
+SET_VALUED = {"subscriptionTypesEnabled"}
+
+
 @scenario
 def test_every_topic_policy(run: Run) -> Outcome:
     """Each topic policy: unset (and applied: the broker's value), set, read, applied, removed; bad values."""
@@ -115,8 +119,8 @@ def test_every_topic_policy(run: Run) -> Outcome:
             "unset": _answer(run.admin("GET", path)),
             "unset_applied": _answer(run.admin("GET", path + "?applied=true")),
             "set": run.admin(method, path, value).status,
-            "get": _settled(run, path, value),
-            "applied": _settled(run, path + "?applied=true", value),
+            "get": _settled(run, path, value, unordered=endpoint in SET_VALUED),
+            "applied": _settled(run, path + "?applied=true", value, unordered=endpoint in SET_VALUED),
             "remove": run.admin("DELETE", path).status,
             "after_remove": _settled(run, path, None if endpoint != "schemaValidationEnforced" else False),
         }

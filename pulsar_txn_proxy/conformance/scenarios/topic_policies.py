@@ -27,11 +27,14 @@ def _namespace(run: Run, tag: str) -> str:
     return namespace
 
 
-def _settled(run: Run, path: str, expected: Any) -> dict[str, Any]:
-    """GET ``path`` until its body is ``expected`` (None: no content) or time runs out; the last answer."""
+def _settled(run: Run, path: str, expected: Any, unordered: bool = False) -> dict[str, Any]:
+    """GET ``path`` until its body is ``expected`` (None: no content) or time runs out; the last answer.
+    ``unordered``: the value is a set (Pulsar lists a Java Set in no particular order), compared and shown sorted."""
     deadline = time.monotonic() + SETTLE_SECONDS
     while True:
         answer = run.admin("GET", path)
+        if unordered and isinstance(answer.body, list):
+            answer.body = sorted(answer.body)
         if answer.body == expected or time.monotonic() > deadline:
             return _answer(answer)
         time.sleep(0.2)
