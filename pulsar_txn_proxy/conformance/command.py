@@ -186,6 +186,7 @@ def _run(args: argparse.Namespace, entries: list[Any], clients: set[str]) -> int
                 capabilities[need] = runner.Capability(False, f"the reference broker lacks it: {found.detail}")
     for note in notes:
         console.say(f"  note: {note}")
+    harness.transactions = capabilities["transactions"].available
     runnable = [e for e in entries if runner.precheck(e, capabilities) is None]
     unavailable = runner.prepare_harnesses({c for e in runnable for c in e.clients})
 
