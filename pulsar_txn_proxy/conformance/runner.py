@@ -254,7 +254,7 @@ def probe(target: Target) -> dict[str, Capability]:
     return found
 
 
-def restarter(command: str, service_url: str, admin_url: str | None, timeout: float = 120) -> Callable[[], None]:
+def restarter(command: str, service_url: str, admin_url: str | None, timeout: float = 600) -> Callable[[], None]:
     """A ``crash_restart`` that runs a shell command and waits until the broker (and its admin API) answer again."""
 
     def restart() -> None:
