@@ -112,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--events", type=int, default=500, help="events per source topic (default 500)")
     demo.add_argument("--keep", metavar="DIR", help="keep the store and checkpoint in DIR")
     demo.add_argument("--service-url", help="use this endpoint (pulsar://host:port) instead of starting one")
+    from pulsar_txn_proxy.conformance.command import add_subcommand
+
+    add_subcommand(commands)
     return parser
 
 
@@ -162,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         from spark.pipeline import run_demo
 
         return run_demo(args.events, args.keep, args.service_url)
+    if args.command == "conformance":
+        from pulsar_txn_proxy.conformance.command import run_command
+
+        return run_command(args)
     cli = {k: v for k, v in vars(args).items() if k in FIELDS}
     try:
         settings = load(cli, args.config)

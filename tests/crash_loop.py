@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.conformance.framework import admin_call
+from pulsar_txn_proxy.conformance.framework import admin_call
 from tests.txn_harness import JVM_OPTIONS, MAIN_CLASS, build_harness
 
 

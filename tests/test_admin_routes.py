@@ -8,8 +8,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from tests.conformance.framework import Run, Target
-from tests.conformance.test_txn_coordinator import Raw, Txns
+from pulsar_txn_proxy.conformance.framework import Run, Target
+from pulsar_txn_proxy.conformance.scenarios.txn_coordinator import Raw, Txns
 from tests.server_process import ServerProcess
 from tests.test_admin_http import Http, start_admin_server, wait_for_admin
 from wire.pulsar_api_pb2 import TxnAction

@@ -7,7 +7,6 @@ before the bad input keep working afterwards.
 
 from __future__ import annotations
 
-import socket
 import struct
 import time
 from collections.abc import Iterator
@@ -15,13 +14,12 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
+from pulsar_txn_proxy.conformance.raw import RawConnection
 from tests.conftest import Witness, make_client
 from tests.server_process import ServerProcess
 from wire.commands import frame, make
 from wire.framing import (
     DEFAULT_MAX_MESSAGE_SIZE,
-    Frame,
-    FrameDecoder,
     encode_command,
     encode_payload_command,
     make_body,
@@ -30,61 +28,6 @@ from wire.framing import (
 from wire.pulsar_api_pb2 import BaseCommand, CommandAck, MessageMetadata, ServerError
 
 T = BaseCommand
-
-
-class RawConnection:
-    """A Pulsar connection on a plain socket: send frames, read decoded frames."""
-
-    def __init__(self, port: int, timeout: float = 5.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        #: The client port; the server logs ``[host:port]`` (the host differs behind a container's NAT).
-        self.local = f":{self.sock.getsockname()[1]}]"
-        self.decoder = FrameDecoder()
-        self.pending: list[Frame] = []
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def send(self, kind: int, **fields: object) -> None:
-        self.send_raw(frame(kind, **fields))
-
-    def read(self) -> Frame:
-        """The next frame (PINGs are answered and skipped); fails on EOF or timeout."""
-        while True:
-            while self.pending:
-                item = self.pending.pop(0)
-                if item.command.type == T.PING:
-                    self.send(T.PONG)
-                    continue
-                return item
-            data = self.sock.recv(65536)
-            assert data, "the server closed the connection"
-            self.pending.extend(self.decoder.feed(data))
-
-    def expect(self, kind: int) -> BaseCommand:
-        """Read the next frame and check its type."""
-        command = self.read().command
-        assert command.type == kind, f"expected {T.Type.Name(kind)}, got {command}"
-        return command
-
-    def handshake(self) -> BaseCommand:
-        """CONNECT and wait for CONNECTED."""
-        self.send(T.CONNECT, client_version="raw-test", protocol_version=20)
-        return self.expect(T.CONNECTED)
-
-    def assert_open(self) -> None:
-        """A PING gets a PONG, and nothing else came before it."""
-        self.send(T.PING)
-        self.expect(T.PONG)
-
-    def assert_closed_by_server(self, timeout: float = 5.0) -> None:
-        """The server closes the socket in order (FIN, not RST), sending nothing first, within ``timeout``."""
-        self.sock.settimeout(timeout)
-        data = self.sock.recv(65536)
-        assert data == b"", f"expected the connection to close, got {data!r}"
 
 
 def assert_logged_close(proc: ServerProcess, conn: RawConnection, reason: str) -> None:

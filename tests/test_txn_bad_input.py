@@ -6,7 +6,6 @@ open and an official-client producer and consumer connected beforehand keep work
 
 from __future__ import annotations
 
-import itertools
 import tempfile
 import time
 import uuid
@@ -16,9 +15,17 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from pulsar_txn_proxy.conformance.raw import RawConnection, rid
+from pulsar_txn_proxy.conformance.raw import add_partition as _add_partition
+from pulsar_txn_proxy.conformance.raw import add_subscription as _add_subscription
+from pulsar_txn_proxy.conformance.raw import end_txn as _end
+from pulsar_txn_proxy.conformance.raw import new_txn as _new_txn
+from pulsar_txn_proxy.conformance.raw import open_txn as _open
+from pulsar_txn_proxy.conformance.raw import send_end as _send_end
+from pulsar_txn_proxy.conformance.raw import tc_connect as _tc_connect
+from pulsar_txn_proxy.conformance.raw import txn_fields as _txn_fields
 from tests.conftest import Witness
 from tests.server_process import ServerProcess
-from tests.test_bad_input import RawConnection
 from wire.framing import encode_payload_command, make_body
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata, ServerError, TxnAction
 
@@ -47,65 +54,6 @@ def delayed() -> Iterator[ServerProcess]:
         proc = ServerProcess(Path(tmp) / "data", "--txn-end-delay-ms", str(END_DELAY_MS)).start()
         yield proc
         proc.stop()
-
-
-_REQUEST_IDS = itertools.count(1000)
-
-
-def rid() -> int:
-    """A fresh request id."""
-    return next(_REQUEST_IDS)
-
-
-def _tc_connect(conn: RawConnection, tc_id: int) -> BaseCommand:
-    conn.send(T.TC_CLIENT_CONNECT_REQUEST, request_id=rid(), tc_id=tc_id)
-    return conn.expect(T.TC_CLIENT_CONNECT_RESPONSE).tcClientConnectResponse
-
-
-def _new_txn(conn: RawConnection, tc_id: int = 0, ttl_ms: int = 60_000) -> BaseCommand:
-    request_id = rid()
-    conn.send(T.NEW_TXN, request_id=request_id, tc_id=tc_id, txn_ttl_millis=ttl_ms)
-    response = conn.expect(T.NEW_TXN_RESPONSE).newTxnResponse
-    assert response.request_id == request_id
-    return response
-
-
-def _open(conn: RawConnection, ttl_ms: int = 60_000) -> tuple[int, int]:
-    response = _new_txn(conn, ttl_ms=ttl_ms)
-    assert not response.HasField("error"), response
-    return response.txnid_most_bits, response.txnid_least_bits
-
-
-def _txn_fields(txn: tuple[int, int]) -> dict[str, int]:
-    return {"txnid_most_bits": txn[0], "txnid_least_bits": txn[1]}
-
-
-def _send_end(conn: RawConnection, txn: tuple[int, int], action: int) -> int:
-    request_id = rid()
-    conn.send(T.END_TXN, request_id=request_id, txn_action=action, **_txn_fields(txn))
-    return request_id
-
-
-def _end(conn: RawConnection, txn: tuple[int, int], action: int) -> BaseCommand:
-    request_id = _send_end(conn, txn, action)
-    response = conn.expect(T.END_TXN_RESPONSE).endTxnResponse
-    assert response.request_id == request_id
-    return response
-
-
-def _add_partition(conn: RawConnection, txn: tuple[int, int], topic: str) -> BaseCommand:
-    conn.send(T.ADD_PARTITION_TO_TXN, request_id=rid(), partitions=[topic], **_txn_fields(txn))
-    return conn.expect(T.ADD_PARTITION_TO_TXN_RESPONSE).addPartitionToTxnResponse
-
-
-def _add_subscription(conn: RawConnection, txn: tuple[int, int], topic: str) -> BaseCommand:
-    conn.send(
-        T.ADD_SUBSCRIPTION_TO_TXN,
-        request_id=rid(),
-        subscription=[{"topic": topic, "subscription": "sub"}],
-        **_txn_fields(txn),
-    )
-    return conn.expect(T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE).addSubscriptionToTxnResponse
 
 
 def _topic() -> str:

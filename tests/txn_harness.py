@@ -10,7 +10,6 @@ line's jars (``target/lib-<version>``, resolved by Maven on first use), as a use
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pulsar_txn_proxy.conformance.harness import JVM_OPTIONS, observations
 from tests.maven import jar_classpath, require
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
@@ -26,9 +26,6 @@ TARGET = JAVA_DIR / "target"
 MAIN_CLASS = "dev.pulsartxnproxy.Harness"
 # Class-data sharing archive of the harness's classes, dumped by the first run after a build: saves ~0.5 s per JVM.
 CDS_ARCHIVE = TARGET / "harness.jsa"
-# Each run is a short-lived JVM: the C1 compiler alone and the serial collector start faster on few cores; JVM
-# log lines (CDS warnings) go to stderr so that stdout carries only the JSON line.
-JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xlog:disable", "-Xlog:all=warning:stderr")
 
 Scenario = Callable[..., dict[str, Any]]
 
@@ -74,28 +71,6 @@ def run_scenario(
         service_url, name, *map(str, args),
     ]
     return observations(command, f"scenario {name}", timeout)
-
-
-def observations(command: list[str], label: str, timeout: float) -> dict[str, Any]:
-    """Run a harness process (Java or Go) and return the JSON line of observations it printed last; raise with its
-    output if it did not run, failed or printed none."""
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise RuntimeError(
-            f"{label} did not finish within {timeout} s\nstdout:\n{exc.stdout}\nstderr:\n{exc.stderr}"
-        ) from exc
-    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
-    try:
-        parsed = json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
-        parsed = None
-    if result.returncode != 0 or not isinstance(parsed, dict) or "error" in parsed:
-        raise RuntimeError(
-            f"{label} failed (exit code {result.returncode})\n"
-            f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-20000:]}"
-        )
-    return parsed
 
 
 @pytest.fixture(scope="session", name="txn_harness")

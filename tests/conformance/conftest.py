@@ -3,7 +3,7 @@
 Options (``pytest tests/conformance ...``):
 
 - ``--conformance-target endpoint`` (default): this endpoint, started here; outcomes are compared with the golden
-  files recorded from real Apache Pulsar (``tests/conformance/golden/``).
+  files recorded from real Apache Pulsar (``pulsar_txn_proxy/conformance/golden/``).
 - ``--conformance-target pulsar``: a real Pulsar standalone started here (``pulsar_standalone.py``; Java 17+ and
   Maven), compared with the golden files.
 - ``--conformance-target both``: both, compared with each other, side by side.
@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.framework import (
+from pulsar_txn_proxy.conformance.framework import (
     KNOWN_DIFFERENCES,
     PULSAR_VERSION,
     Scenario,
@@ -51,7 +51,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--service-url", default=None, help="run against this broker instead (pulsar://host:port)")
     group.addoption("--admin-url", default=None, help="its admin REST URL (http://host:port)")
     group.addoption("--record-golden", action="store_true", default=False,
-                    help="write the reference target's outcomes to tests/conformance/golden/")
+                    help="write the reference target's outcomes to pulsar_txn_proxy/conformance/golden/")
 
 
 def _option(config: pytest.Config, name: str, default: Any) -> Any:
@@ -169,5 +169,5 @@ def _fail_on_crash(label: str, outcome: Any) -> None:
 
 @pytest.fixture
 def conformance(request: pytest.FixtureRequest) -> Conformance:
-    """Used by tests made with :func:`tests.conformance.framework.scenario`."""
+    """Used by tests made with :func:`pulsar_txn_proxy.conformance.framework.scenario`."""
     return Conformance(request)

@@ -23,8 +23,8 @@ from typing import Any
 import pulsar
 import pytest
 
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, Target, receive_n, scenario, texts
 from tests.conformance.conftest import ENDPOINT, PULSAR
-from tests.conformance.framework import Outcome, Run, Target, receive_n, scenario, texts
 from tests.conformance.pulsar_standalone import PulsarStandalone
 from tests.conformance.pulsar_tools import Result, Tools, cleaned
 from tests.security import (

@@ -33,7 +33,7 @@ import pulsar
 import pytest
 
 from engine.coordinator import COORDINATOR_ASSIGN_TOPIC
-from tests.conformance.framework import Outcome, Run, Target, scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, Target, scenario
 from tests.conformance.pulsar_standalone import PulsarStandalone
 from tests.server_process import ServerProcess
 from tests.test_bad_input import RawConnection

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
 from tests.conformance.pulsar_tools import Result, Tools, cleaned
 
 

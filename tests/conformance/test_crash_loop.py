@@ -12,7 +12,7 @@ non-partitioned topics without batches against a private endpoint.
 
 from __future__ import annotations
 
-from tests.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
 from tests.crash_loop import input_backlog, run_crash_loop
 
 INPUTS = 300

@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from pulsar_txn_proxy.conformance.framework import admin_call, wait_for_admin  # noqa: E402
 from tests.conformance.checker import CheckResult, check, load, table  # noqa: E402
-from tests.conformance.framework import admin_call, wait_for_admin  # noqa: E402
 from tests.conformance.pulsar_standalone import PulsarStandalone  # noqa: E402
 from tests.maven import jar_classpath  # noqa: E402
 from tests.server_process import ServerProcess  # noqa: E402

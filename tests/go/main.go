@@ -45,7 +45,9 @@ func main() {
 		URL:               url,
 		OperationTimeout:  10 * time.Second,
 		ConnectionTimeout: 10 * time.Second,
-		EnableTransaction: true,
+		// HARNESS_TRANSACTIONS=false: a broker without transaction coordinators (the conformance command sets it),
+		// where a client with transactions enabled cannot be built.
+		EnableTransaction: os.Getenv("HARNESS_TRANSACTIONS") != "false",
 		Logger: pulsarlog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(os.Stderr,
 			&slog.HandlerOptions{Level: slog.LevelWarn}))),
 	})
