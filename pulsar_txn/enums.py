@@ -1,0 +1,128 @@
+"""The option enums of ``pulsar-client``, with its member names and values (the values are the protocol's)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from pulsar_txn import exceptions
+
+
+class CompressionType(IntEnum):
+    NONE = 0
+    LZ4 = 1
+    ZLib = 2
+    ZSTD = 3
+    SNAPPY = 4
+
+
+class ConsumerType(IntEnum):
+    Exclusive = 0
+    Shared = 1
+    Failover = 2
+    KeyShared = 3
+
+
+class InitialPosition(IntEnum):
+    Latest = 0
+    Earliest = 1
+
+
+class PartitionsRoutingMode(IntEnum):
+    UseSinglePartition = 0
+    RoundRobinDistribution = 1
+    CustomPartition = 2
+
+
+class BatchingType(IntEnum):
+    Default = 0
+    KeyBased = 1
+
+
+class ProducerAccessMode(IntEnum):
+    Shared = 0
+    Exclusive = 1
+    WaitForExclusive = 2
+    ExclusiveWithFencing = 3
+
+
+class RegexSubscriptionMode(IntEnum):
+    PersistentOnly = 0
+    NonPersistentOnly = 1
+    AllTopics = 2
+
+
+class KeySharedMode(IntEnum):
+    AutoSplit = 0
+    Sticky = 1
+
+
+class LoggerLevel(IntEnum):
+    Debug = 0
+    Info = 1
+    Warn = 2
+    Error = 3
+
+
+class ConsumerCryptoFailureAction(IntEnum):
+    FAIL = 0
+    DISCARD = 1
+    CONSUME = 2
+
+
+_RESULTS = [
+    "Ok",
+    "UnknownError",
+    "InvalidConfiguration",
+    "Timeout",
+    "LookupError",
+    "ConnectError",
+    "ReadError",
+    "AuthenticationError",
+    "AuthorizationError",
+    "ErrorGettingAuthenticationData",
+    "BrokerMetadataError",
+    "BrokerPersistenceError",
+    "ChecksumError",
+    "ConsumerBusy",
+    "NotConnected",
+    "AlreadyClosed",
+    "InvalidMessage",
+    "ConsumerNotInitialized",
+    "ProducerNotInitialized",
+    "ProducerBusy",
+    "TooManyLookupRequestException",
+    "InvalidTopicName",
+    "InvalidUrl",
+    "ServiceUnitNotReady",
+    "OperationNotSupported",
+    "ProducerBlockedQuotaExceededError",
+    "ProducerBlockedQuotaExceededException",
+    "ProducerQueueIsFull",
+    "MessageTooBig",
+    "TopicNotFound",
+    "SubscriptionNotFound",
+    "ConsumerNotFound",
+    "UnsupportedVersionError",
+    "TopicTerminated",
+    "CryptoError",
+    "IncompatibleSchema",
+    "ConsumerAssignError",
+    "CumulativeAcknowledgementNotAllowedError",
+    "TransactionCoordinatorNotFoundError",
+    "InvalidTxnStatusError",
+    "NotAllowedError",
+    "TransactionConflict",
+    "TransactionNotFound",
+    "ProducerFenced",
+    "MemoryBufferIsFull",
+    "Interrupted",
+]
+#: What ``send_async`` callbacks receive first: ``Result.Ok`` or the name of the error (``pulsar.Result``).
+Result = IntEnum("Result", [(name, value) for value, name in enumerate(_RESULTS)], module=__name__)
+
+
+def result_of(error: exceptions.PulsarException | None) -> Result:
+    """The :data:`Result` of an error (``Ok`` for None)."""
+    if error is None:
+        return Result.Ok
+    return Result.__members__.get(type(error).__name__, Result.UnknownError)
