@@ -330,3 +330,53 @@ def test_message_listener(ptx) -> None:
         producer.send(f"m{i}".encode())
     assert done.wait(10)
     assert seen == [f"m{i}".encode() for i in range(5)]
+
+
+# -- schemas ---------------------------------------------------------------------------------------
+
+
+class _OurUser(pulsar_txn.schema.Record):
+    name = pulsar_txn.schema.String()
+    age = pulsar_txn.schema.Integer()
+    tags = pulsar_txn.schema.Array(pulsar_txn.schema.String())
+
+
+class _TheirUser(pulsar.schema.Record):
+    name = pulsar.schema.String()
+    age = pulsar.schema.Integer()
+    tags = pulsar.schema.Array(pulsar.schema.String())
+
+
+_OurUser.__name__ = _TheirUser.__name__ = "User"
+
+
+@pytest.mark.parametrize("kind", ["JsonSchema", "AvroSchema"])
+def test_record_schemas_interoperate_with_the_official_client(ptx, client, kind) -> None:
+    assert _OurUser.schema() == _TheirUser.schema()
+    topic = _topic()
+    ours_schema = getattr(pulsar_txn.schema, kind)(_OurUser)
+    theirs_schema = getattr(pulsar.schema, kind)(_TheirUser)
+    theirs = client.subscribe(topic, "official", schema=theirs_schema)
+    ours = ptx.subscribe(topic, "ours", schema=ours_schema)
+    producer = ptx.create_producer(topic, schema=ours_schema)
+    producer.send(_OurUser(name="ada", age=36, tags=["x", "y"]))
+    official = client.create_producer(topic, schema=theirs_schema)  # the same schema: no new version
+    official.send(_TheirUser(name="bob", age=7, tags=[]))
+    got = [theirs.receive(5000).value() for _ in range(2)]
+    assert [(u.name, u.age, u.tags) for u in got] == [("ada", 36, ["x", "y"]), ("bob", 7, [])]
+    mine = [ours.receive(5000).value() for _ in range(2)]
+    assert mine == [_OurUser(name="ada", age=36, tags=["x", "y"]), _OurUser(name="bob", age=7, tags=[])]
+    with pytest.raises(TypeError):
+        producer.send(b"not a record")
+
+
+def test_string_schema(ptx, client) -> None:
+    topic = _topic()
+    theirs = client.subscribe(topic, "official", schema=pulsar.schema.StringSchema())
+    producer = ptx.create_producer(topic, schema=pulsar_txn.schema.StringSchema())
+    producer.send("héllo")
+    assert theirs.receive(5000).value() == "héllo"
+    ours = ptx.subscribe(
+        topic, "ours", schema=pulsar_txn.schema.StringSchema(), initial_position=pulsar_txn.InitialPosition.Earliest
+    )
+    assert ours.receive(5000).value() == "héllo"
