@@ -443,6 +443,7 @@ class Consumer:
                 cumulative,
                 now,
                 txn._core if txn is not None else None,
+                mid._generation if mid._consumer is core else None,
             )
             rt.wake()
             if request_id is not None:

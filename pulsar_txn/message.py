@@ -20,7 +20,7 @@ class MessageId:
     earliest: MessageId
     latest: MessageId
 
-    __slots__ = ("_batch", "_batch_size", "_consumer", "_id", "_topic")
+    __slots__ = ("_batch", "_batch_size", "_consumer", "_generation", "_id", "_topic")
 
     def __init__(self, partition: int = -1, ledger_id: int = -1, entry_id: int = -1, batch_index: int = -1) -> None:
         self._id = WireMessageId(ledger_id, entry_id, partition, batch_index)
@@ -28,6 +28,7 @@ class MessageId:
         self._batch: BatchAcks | None = None
         self._consumer: ConsumerCore | None = None
         self._topic: str | None = None
+        self._generation: int | None = None
 
     def ledger_id(self) -> int:
         return self._id.ledger
@@ -135,6 +136,7 @@ class Message:
             r = self._received
             mid = MessageId(r.partition, r.ledger, r.entry, r.batch_index)
             mid._batch_size, mid._batch, mid._consumer, mid._topic = r.batch_size, r.batch, r.consumer, r.topic
+            mid._generation = r.generation
             self._id = mid
         return self._id
 

@@ -80,6 +80,8 @@ class ReceivedMessage:
     topic: str
     batch: BatchAcks | None = None
     null_value: bool = False
+    #: The consumer's registration it came in (see :attr:`ConsumerCore.generation`).
+    generation: int = 0
 
     @property
     def position(self) -> tuple[int, int, int]:
@@ -110,6 +112,9 @@ class ConsumerCore:
         self.consumer_name = config.consumer_name or ""
         self.closed = False
         self.epoch = 0
+        #: Counts registrations: the broker delivers again whatever was unacknowledged when the consumer registered
+        #: anew, so a message of an earlier registration must not be acknowledged in a transaction.
+        self.generation = 0
         self.incoming: deque[ReceivedMessage] = deque()
         self.last_dequeued: tuple[int, int, int] | None = None
         self._queue_size = max(1, config.receiver_queue_size)
@@ -158,14 +163,17 @@ class ConsumerCore:
         the unacknowledged ones again) and the whole queue is granted as permits."""
         self.conn = conn
         self.consumer_id = consumer_id
+        self.generation += 1
         conn.consumers[consumer_id] = self
         self.incoming.clear()
         self._to_flow = 0
         conn.send(make(T.FLOW, consumer_id=consumer_id, messagePermits=self._queue_size))
 
     def detach(self, conn: Connection) -> None:
+        """The registration is lost: what is queued will be delivered again after the next one."""
         if self.conn is conn:
             self.conn = None
+            self.incoming.clear()
 
     @property
     def connected(self) -> bool:
@@ -212,6 +220,7 @@ class ConsumerCore:
                 self.topic,
                 null_value=meta.null_value,
             )
+            message.generation = self.generation
             if self._skipped(message):
                 self._grant(1)
             else:
@@ -253,6 +262,7 @@ class ConsumerCore:
                 batch,
                 single.null_value,
             )
+            message.generation = self.generation
             if self._skipped(message):
                 skipped += 1
                 batch.unacked.discard(index)
@@ -300,6 +310,7 @@ class ConsumerCore:
         cumulative: bool,
         now: float,
         txn: TransactionCore | None = None,
+        generation: int | None = None,
     ) -> int | None:
         """Acknowledge a message; a request id to wait for when ``txn`` is given (ACK_RESPONSE), else None.
 
@@ -314,6 +325,11 @@ class ConsumerCore:
             if txn is not None:
                 raise NotConnected(f"consumer on {self.topic} is not connected")
             return None
+        if txn is not None and generation is not None and generation != self.generation:
+            raise NotConnected(
+                f"the consumer on {self.topic} registered again since this message came; the broker delivers it"
+                " again: abort the transaction"
+            )
         ack_type = CommandAck.Cumulative if cumulative else CommandAck.Individual
         mid: dict[str, Any] = {"ledgerId": _u64(ledger), "entryId": _u64(entry)}
         if txn is not None:
