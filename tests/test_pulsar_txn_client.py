@@ -244,7 +244,7 @@ def test_seek_unsubscribe_batch_receive(ptx) -> None:
     for msg in batch:
         consumer.acknowledge(msg)
     consumer.seek(ids[20])
-    assert [m.data() for m in _drain(consumer.receive)] == [f"m{i}".encode() for i in range(20, 25)]
+    assert [m.data() for m in _drain(consumer.receive)] == [f"m{i}".encode() for i in range(21, 25)]
     consumer.seek(pulsar_txn.MessageId.earliest)
     assert len(_drain(consumer.receive)) == 25
     consumer.unsubscribe()

@@ -379,16 +379,17 @@ class ConsumerCore:
                 self._grant(cleared)
 
     def seeked(self, start: WireMessageId | None) -> None:
-        """A SEEK succeeded: drop the queue; a reader resumes from ``start``."""
+        """A SEEK succeeded: drop the queue. After a seek to a message id, delivery starts after it (at it with
+        ``start_message_id_inclusive``), as the official client does; a reader resumes from there."""
         self.incoming.clear()
         self.last_dequeued = None
+        inclusive = self.config.start_message_id_inclusive
+        if start is None or start.is_earliest or start.is_latest:
+            self._skip_until = None
+        else:
+            self._skip_until = ((start.ledger, start.entry, start.batch_index), inclusive)
         if start is not None and not self.config.durable:
             self.config.start_message_id = start
-            self.config.start_message_id_inclusive = True
-            if start.is_earliest or start.is_latest:
-                self._skip_until = None
-            else:
-                self._skip_until = ((start.ledger, start.entry, start.batch_index), True)
 
     def poll_timeout(self) -> float | None:
         return min(self._nacks.values()) if self._nacks else None
