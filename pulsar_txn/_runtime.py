@@ -122,6 +122,8 @@ class Runtime:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._woken = False
+        #: When the I/O thread will wake at the latest (the lock held to read or write it).
+        self._planned = 0.0
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._callbacks: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._reconnects: queue.SimpleQueue[ProducerCore | ConsumerCore | None] = queue.SimpleQueue()
@@ -158,6 +160,27 @@ class Runtime:
             self._woken = True
             with contextlib.suppress(OSError):
                 self._wake_w.send(b"x")
+
+    def kick(self, *cores: ProducerCore | ConsumerCore) -> None:
+        """Write what ``cores`` queued now (the lock held), from the calling thread: a send costs no hop through the
+        I/O thread. The I/O thread is woken only for what could not be written or for a timer due earlier than it
+        planned to wake."""
+        wake = False
+        for core in cores:
+            link = self.link_of(core)
+            if link is None:
+                continue
+            self._transmit(link)
+            due = core.poll_timeout()
+            if link.out or (due is not None and due < self._planned):
+                wake = True
+        if wake:
+            self.wake()
+
+    def _send_now(self, link: Link) -> None:
+        self._transmit(link)
+        if link.out:
+            self.wake()
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float | None) -> bool:
         """Wait (the lock held) until ``predicate()``; False if ``timeout`` seconds passed first."""
@@ -232,7 +255,7 @@ class Runtime:
             key = (link.id, request_id)
             self._waiting.add(key)
             self._dispatch(link)
-            self.wake()
+            self._send_now(link)
             try:
                 self.wait_for(lambda: key in self._results, None)
             finally:
@@ -248,7 +271,7 @@ class Runtime:
         key = (link.id, request_id)
         self._waiting.add(key)
         self._dispatch(link)
-        self.wake()
+        self._send_now(link)
         try:
             self.wait_for(lambda: key in self._results, None)
         finally:
@@ -308,7 +331,7 @@ class Runtime:
             if core.closed:
                 return
             core.attach(link.core, producer_id, response, self.now())
-            self.wake()
+            self.kick(core)
 
     def register_consumer(self, core: ConsumerCore) -> None:
         """Look the topic up and register ``core`` there (SUBSCRIBE), then grant its queue as permits."""
@@ -321,7 +344,7 @@ class Runtime:
             if core.closed:
                 return
             core.attach(link.core, consumer_id)
-            self.wake()
+            self.kick(core)
 
     def link_of(self, core: ProducerCore | ConsumerCore) -> Link | None:
         """The link a core is attached to."""
@@ -341,6 +364,7 @@ class Runtime:
                 now = self.now()
                 due = [t for link in self._links.values() if (t := link.core.poll_timeout()) is not None]
                 timeout = max(0.0, min([*due, now + 1.0]) - now)
+                self._planned = now + timeout
                 for link in self._links.values():
                     self._transmit(link)
                     if link.sock.fileno() >= 0:

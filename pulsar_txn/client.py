@@ -214,7 +214,7 @@ class Producer:
                     raise ProducerQueueIsFull(f"{self._max_pending} messages pending on {core.topic}")
                 rt.wait_for(lambda: core.pending_count < self._max_pending, None)
             core.send(message, now)
-            rt.wake()
+            rt.kick(core)
 
     def send(
         self,
@@ -250,7 +250,7 @@ class Producer:
         with rt.lock:
             for core in self._cores:  # a synchronous send does not wait for the batch delay
                 core.flush(rt.now())
-            rt.wake()
+            rt.kick(*self._cores)
             rt.wait_for(lambda: waiter.done, None)
         if waiter.error is not None:
             raise waiter.error
@@ -301,7 +301,7 @@ class Producer:
         with rt.lock:
             for core in self._cores:
                 core.flush(rt.now())
-            rt.wake()
+            rt.kick(*self._cores)
             rt.wait_for(lambda: all(core.pending_count == 0 for core in self._cores), None)
         rt.callbacks_done()
 
@@ -368,7 +368,7 @@ class Consumer:
             received = core.take()
             if received is not None:
                 self._next = (self._next + offset + 1) % count
-                self._rt.wake()
+                self._rt.kick(core)
                 return Message(received, self._schema)
         return None
 
@@ -445,7 +445,7 @@ class Consumer:
                 txn._core if txn is not None else None,
                 mid._generation if mid._consumer is core else None,
             )
-            rt.wake()
+            rt.kick(core)
             if request_id is not None:
                 link = rt.link_of(core)
                 assert link is not None
@@ -466,7 +466,7 @@ class Consumer:
         with self._rt.lock:
             self._check()
             core.negative_ack(mid.ledger_id(), mid.entry_id(), self._rt.now())
-            self._rt.wake()
+            self._rt.kick(core)
 
     def redeliver_unacknowledged_messages(self) -> None:
         """Drop what is queued and have the broker deliver every unacknowledged message again."""
@@ -474,7 +474,7 @@ class Consumer:
             self._check()
             for core in self._cores:
                 core.redeliver_all()
-            self._rt.wake()
+            self._rt.kick(*self._cores)
 
     def seek(self, messageid: MessageId | int) -> None:
         """Move the subscription to a message id, or to a publish time (ms since the epoch)."""
@@ -482,6 +482,7 @@ class Consumer:
         for core in self._cores:
             with rt.lock:
                 self._check()
+                core.flush_acks()
                 link = rt.link_of(core)
             if link is None:
                 from pulsar_txn.exceptions import NotConnected
@@ -532,6 +533,8 @@ class Consumer:
         rt = self._rt
         for core in self._cores:
             with rt.lock:
+                core.flush_acks()
+                rt.kick(core)
                 core.closed = True
                 link = rt.link_of(core)
             if link is not None and send_close and not rt.closed:
@@ -971,7 +974,7 @@ class Client:
                 with rt.lock:
                     for pcore in producer._cores:
                         pcore.flush(rt.now())
-                    rt.wake()
+                    rt.kick(*producer._cores)
             with rt.lock:
                 rt.wait_for(lambda: core.ops == 0, None)
         with rt.lock:
@@ -1001,7 +1004,7 @@ class Client:
                     if not consumer._closed:
                         for ccore in consumer._cores:
                             ccore.redeliver_all()
-                rt.wake()
+                        rt.kick(*consumer._cores)
 
     # -- closing -----------------------------------------------------------------------------
 

@@ -168,6 +168,8 @@ def test_consumer_permits_epochs_and_batch_acks() -> None:
     core.ack(first.position, first.batch_size, first.batch, False, 0.0)
     assert broker.read(conn) == []  # the batch is acknowledged once all its messages are
     core.ack(second.position, second.batch_size, second.batch, False, 0.0)
+    assert broker.read(conn) == []  # acknowledgements are grouped for 100 ms
+    conn.handle_timeout(0.1)
     [ack] = broker.read(conn)
     assert ack.command.ack.message_id[0].entryId == 0
     core.redeliver_all()

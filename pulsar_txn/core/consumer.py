@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from pulsar_txn.core.transaction import TransactionCore
 
 T = BaseCommand
+#: Acknowledgements outside transactions are grouped for this long (the official clients' ack grouping time).
+ACK_GROUP_SECONDS = 0.1
+#: ... or until this many are waiting.
+ACK_GROUP_MAX = 1000
 
 
 @dataclass(slots=True)
@@ -120,6 +124,9 @@ class ConsumerCore:
         self._queue_size = max(1, config.receiver_queue_size)
         self._to_flow = 0
         self._nacks: dict[tuple[int, int], float] = {}
+        self._acks: list[dict[str, Any]] = []
+        self._cumulative: dict[str, Any] | None = None
+        self._ack_deadline: float | None = None
         self._skip_until: tuple[tuple[int, int, int], bool] | None = None
         start = config.start_message_id
         if start is not None and not start.is_earliest and not start.is_latest:
@@ -174,6 +181,9 @@ class ConsumerCore:
         if self.conn is conn:
             self.conn = None
             self.incoming.clear()
+            self._acks.clear()
+            self._cumulative = None
+            self._ack_deadline = None
 
     @property
     def connected(self) -> bool:
@@ -319,7 +329,8 @@ class ConsumerCore:
         up to the entry before it.
         """
         ledger, entry, index = position
-        self._nacks.pop((ledger, entry), None)
+        if index < 0:
+            self._nacks.pop((ledger, entry), None)  # a batch's other messages leave its negative ack alone
         conn = self.conn
         if conn is None or not conn.ready:
             if txn is not None:
@@ -358,8 +369,32 @@ class ConsumerCore:
                 batch.unacked.discard(index)
                 if batch.unacked:
                     return None
-        conn.send(make(T.ACK, consumer_id=self.consumer_id, ack_type=ack_type, message_id=[mid]))
+        if cumulative:
+            self._cumulative = mid
+        else:
+            self._acks.append(mid)
+        if len(self._acks) >= ACK_GROUP_MAX:
+            self.flush_acks()
+        elif self._ack_deadline is None:
+            self._ack_deadline = now + ACK_GROUP_SECONDS
         return None
+
+    def flush_acks(self) -> None:
+        """Send the grouped acknowledgements: one ACK of every individual one, one of the last cumulative one."""
+        self._ack_deadline = None
+        conn = self.conn
+        if conn is None or not conn.ready:
+            self._acks.clear()
+            self._cumulative = None
+            return
+        if self._acks:
+            conn.send(make(T.ACK, consumer_id=self.consumer_id, ack_type=CommandAck.Individual, message_id=self._acks))
+            self._acks = []
+        if self._cumulative is not None:
+            conn.send(
+                make(T.ACK, consumer_id=self.consumer_id, ack_type=CommandAck.Cumulative, message_id=[self._cumulative])
+            )
+            self._cumulative = None
 
     def negative_ack(self, ledger: int, entry: int, now: float) -> None:
         """Ask for the entry again after ``negative_ack_redelivery_delay_ms``."""
@@ -367,6 +402,7 @@ class ConsumerCore:
 
     def redeliver_all(self) -> None:
         """Drop the queue, bump the epoch and ask the broker for every unacknowledged message again."""
+        self.flush_acks()
         cleared = len(self.incoming)
         self.incoming.clear()
         self._nacks.clear()
@@ -392,9 +428,14 @@ class ConsumerCore:
             self.config.start_message_id = start
 
     def poll_timeout(self) -> float | None:
-        return min(self._nacks.values()) if self._nacks else None
+        due = min(self._nacks.values()) if self._nacks else None
+        if self._ack_deadline is not None and (due is None or self._ack_deadline < due):
+            due = self._ack_deadline
+        return due
 
     def handle_timeout(self, now: float) -> None:
+        if self._ack_deadline is not None and now >= self._ack_deadline:
+            self.flush_acks()
         due = [key for key, at in self._nacks.items() if at <= now]
         if not due or self.conn is None or not self.conn.ready:
             return
