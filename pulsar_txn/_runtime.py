@@ -127,8 +127,8 @@ class Runtime:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._callbacks: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._reconnects: queue.SimpleQueue[ProducerCore | ConsumerCore | None] = queue.SimpleQueue()
-        #: Called (under the lock) with a core once it registered again: the owner re-reads its state.
-        self.registrars: dict[int, Callable[[Any], None]] = {}
+        #: Called (under the lock) when a consumer core (by ``id``) queued messages: the asyncio shell's wake-ups.
+        self.ready_hooks: dict[int, Callable[[], None]] = {}
         self._next_id = 0
         self._threads = [
             threading.Thread(target=self._io_loop, name="pulsar-txn-io", daemon=True),
@@ -451,7 +451,11 @@ class Runtime:
                     self._reconnects.put(event.handle)
             elif isinstance(event, Closed):
                 log.info("connection to %s closed: %s", link.core.url, event.error)
-            elif isinstance(event, Connected | MessagesReady):
+            elif isinstance(event, MessagesReady):
+                hook = self.ready_hooks.get(id(event.consumer))
+                if hook is not None:
+                    hook()
+            elif isinstance(event, Connected):
                 pass
         self.cond.notify_all()
 
@@ -479,10 +483,6 @@ class Runtime:
                         self.register_producer(core)
                     else:
                         self.register_consumer(core)
-                    with self.lock:
-                        callback = self.registrars.get(id(core))
-                        if callback is not None:
-                            callback(core)
                     break
                 except TopicNotFound:
                     log.warning("topic %s is gone; %s stops reconnecting", core.topic, type(core).__name__)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from wire.pulsar_api_pb2 import ServerError
 
 
@@ -13,9 +15,11 @@ class PulsarException(Exception):  # noqa: N818 (the official client's names)
         super().__init__(message)
         self.code = code
 
-    def error(self) -> str:
-        """The official client's result name of this error (e.g. ``"Timeout"``)."""
-        return type(self).__name__
+    def error(self) -> Any:
+        """The ``Result`` of this error (e.g. ``Result.Timeout``), as ``pulsar.asyncio.PulsarException.error()``."""
+        from pulsar_txn.enums import result_of
+
+        return result_of(self)
 
 
 def _make(name: str, doc: str) -> type[PulsarException]:
