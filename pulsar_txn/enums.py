@@ -7,7 +7,14 @@ from enum import IntEnum
 from pulsar_txn import exceptions
 
 
-class CompressionType(IntEnum):
+class _Named(IntEnum):
+    """Printed ``Type.Member`` as the official client's enums (an ``IntEnum`` prints its value)."""
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+
+class CompressionType(_Named):
     NONE = 0
     LZ4 = 1
     ZLib = 2
@@ -15,55 +22,55 @@ class CompressionType(IntEnum):
     SNAPPY = 4
 
 
-class ConsumerType(IntEnum):
+class ConsumerType(_Named):
     Exclusive = 0
     Shared = 1
     Failover = 2
     KeyShared = 3
 
 
-class InitialPosition(IntEnum):
+class InitialPosition(_Named):
     Latest = 0
     Earliest = 1
 
 
-class PartitionsRoutingMode(IntEnum):
+class PartitionsRoutingMode(_Named):
     UseSinglePartition = 0
     RoundRobinDistribution = 1
     CustomPartition = 2
 
 
-class BatchingType(IntEnum):
+class BatchingType(_Named):
     Default = 0
     KeyBased = 1
 
 
-class ProducerAccessMode(IntEnum):
+class ProducerAccessMode(_Named):
     Shared = 0
     Exclusive = 1
     WaitForExclusive = 2
     ExclusiveWithFencing = 3
 
 
-class RegexSubscriptionMode(IntEnum):
+class RegexSubscriptionMode(_Named):
     PersistentOnly = 0
     NonPersistentOnly = 1
     AllTopics = 2
 
 
-class KeySharedMode(IntEnum):
+class KeySharedMode(_Named):
     AutoSplit = 0
     Sticky = 1
 
 
-class LoggerLevel(IntEnum):
+class LoggerLevel(_Named):
     Debug = 0
     Info = 1
     Warn = 2
     Error = 3
 
 
-class ConsumerCryptoFailureAction(IntEnum):
+class ConsumerCryptoFailureAction(_Named):
     FAIL = 0
     DISCARD = 1
     CONSUME = 2
@@ -118,7 +125,7 @@ _RESULTS = [
     "Interrupted",
 ]
 #: What ``send_async`` callbacks receive first: ``Result.Ok`` or the name of the error (``pulsar.Result``).
-Result = IntEnum("Result", [(name, value) for value, name in enumerate(_RESULTS)], module=__name__)
+Result = _Named("Result", [(name, value) for value, name in enumerate(_RESULTS)], module=__name__)
 
 
 def result_of(error: exceptions.PulsarException | None) -> Result:
