@@ -53,6 +53,10 @@ log = logging.getLogger("pulsar_txn")
 MAX_REDIRECTS = 20
 
 
+class TlsVerificationError(ConnectError):
+    """The broker's certificate is not trusted or does not name its host: trying again cannot help."""
+
+
 class Waiter:
     """The outcome of one send, filled in by the I/O thread."""
 
@@ -234,6 +238,9 @@ class Runtime:
         if tls:
             try:
                 sock = self._ssl_context().wrap_socket(sock, server_hostname=host)
+            except ssl.SSLCertVerificationError as exc:
+                sock.close()
+                raise TlsVerificationError(f"TLS handshake with {url} failed: {exc}") from None
             except (OSError, ssl.SSLError) as exc:
                 sock.close()
                 raise ConnectError(f"TLS handshake with {url} failed: {exc}") from None
@@ -289,8 +296,8 @@ class Runtime:
         while True:
             try:
                 return operation()
-            except RETRYABLE:
-                if self.closed or self.now() + delay >= deadline:
+            except RETRYABLE as exc:
+                if isinstance(exc, TlsVerificationError) or self.closed or self.now() + delay >= deadline:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)

@@ -132,4 +132,7 @@ def result_of(error: exceptions.PulsarException | None) -> Result:
     """The :data:`Result` of an error (``Ok`` for None)."""
     if error is None:
         return Result.Ok
-    return Result.__members__.get(type(error).__name__, Result.UnknownError)
+    for cls in type(error).__mro__:
+        if cls.__name__ in Result.__members__:
+            return Result[cls.__name__]
+    return Result.UnknownError
