@@ -765,7 +765,8 @@ class Client:
             max_pending_messages,
             block_if_queue_full,
         )
-        self._handles.append(producer)
+        with self._rt.lock:
+            self._handles.append(producer)
         return producer
 
     # -- consumers ---------------------------------------------------------------------------
@@ -851,7 +852,8 @@ class Client:
         except BaseException:
             consumer.close()
             raise
-        self._handles.append(consumer)
+        with self._rt.lock:
+            self._handles.append(consumer)
         return consumer
 
     def create_reader(
@@ -894,8 +896,9 @@ class Client:
         return reader
 
     def _forget(self, handle: Any) -> None:
-        if handle in self._handles:
-            self._handles.remove(handle)
+        with self._rt.lock:
+            if handle in self._handles:
+                self._handles.remove(handle)
 
     # -- transactions ------------------------------------------------------------------------
 
@@ -1012,7 +1015,9 @@ class Client:
         """Close every producer (after flushing), consumer and connection; the client cannot be used after."""
         if self._rt.closed:
             return
-        for handle in list(self._handles):
+        with self._rt.lock:
+            handles = list(self._handles)
+        for handle in handles:
             with contextlib.suppress(PulsarException):
                 handle.close()
         self._rt.close()
