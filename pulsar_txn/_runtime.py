@@ -171,12 +171,15 @@ class Runtime:
         planned to wake."""
         wake = False
         for core in cores:
-            link = self.link_of(core)
-            if link is None:
+            conn = core.conn
+            if conn is None:
                 continue
-            self._transmit(link)
+            if conn.has_output:
+                link = conn.owner
+                self._transmit(link)
+                wake = wake or bool(link.out)
             due = core.poll_timeout()
-            if link.out or (due is not None and due < self._planned):
+            if due is not None and due < self._planned:
                 wake = True
         if wake:
             self.wake()
@@ -249,6 +252,7 @@ class Runtime:
         with self.lock:
             core = Connection(url, self.now(), lambda: (auth.method, auth.data()), self.operation_timeout)
             link = Link(sock, core)
+            core.owner = link
             self._links[url] = link
             self._selector.register(sock, selectors.EVENT_READ, link)
             self.wake()
@@ -356,10 +360,7 @@ class Runtime:
     def link_of(self, core: ProducerCore | ConsumerCore) -> Link | None:
         """The link a core is attached to."""
         conn = core.conn
-        if conn is None:
-            return None
-        link = self._links.get(conn.url.rstrip("/"))
-        return link if link is not None and link.core is conn else None
+        return None if conn is None else conn.owner
 
     # -- the I/O thread -------------------------------------------------------------------------
 

@@ -348,6 +348,7 @@ class Consumer:
         self._closed = False
         self._next = 0
         self._listener_thread: threading.Thread | None = None
+        self._core_set = frozenset(cores)
 
     def topic(self) -> str:
         return self._topic
@@ -368,7 +369,8 @@ class Consumer:
             received = core.take()
             if received is not None:
                 self._next = (self._next + offset + 1) % count
-                self._rt.kick(core)
+                if core.conn is not None and core.conn.has_output:  # permits to give back
+                    self._rt.kick(core)
                 return Message(received, self._schema)
         return None
 
@@ -377,6 +379,9 @@ class Consumer:
         rt = self._rt
         with rt.lock:
             self._check()
+            message = self._take()
+            if message is not None:
+                return message
             found: list[Message] = []
 
             def ready() -> bool:
@@ -422,11 +427,19 @@ class Consumer:
         return self._cores[0]
 
     def _ack(self, message: Message | MessageId, cumulative: bool, txn: Transaction | None) -> None:
-        mid = message.message_id() if isinstance(message, Message) else message
         if cumulative and self._config.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise CumulativeAcknowledgementNotAllowedError("cumulative ack on a Shared or Key_Shared subscription")
-        core = self._core_of(mid)
         rt = self._rt
+        if isinstance(message, Message) and txn is None and message._received.consumer in self._core_set:
+            received = message._received  # the common case, without building a MessageId
+            core = received.consumer
+            with rt.lock:
+                self._check()
+                core.ack(received.position, received.batch_size, received.batch, cumulative, rt.now())
+                rt.kick(core)
+            return
+        mid = message.message_id() if isinstance(message, Message) else message
+        core = self._core_of(mid)
         if txn is not None:
             self._client._add_subscription(txn, core.topic, self._config.subscription_name)
         with rt.lock:

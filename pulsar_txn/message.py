@@ -113,7 +113,7 @@ class Message:
         return self._schema.decode(self._received.payload)
 
     def properties(self) -> dict[str, str]:
-        return dict(self._received.properties)
+        return {kv.key: kv.value for kv in self._received.properties}
 
     def partition_key(self) -> str:
         """The key ("" without one, as the official client)."""

@@ -131,6 +131,8 @@ class Connection:
         self.protocol_version = 0
         self.max_message_size = 5 * 1024 * 1024
         self.error: PulsarException | None = None
+        #: Whatever the shell keeps for this connection (its socket wrapper); the core never reads it.
+        self.owner: Any = None
         self.producers: dict[int, ProducerCore] = {}
         self.consumers: dict[int, ConsumerCore] = {}
         self._auth = auth
@@ -224,6 +226,11 @@ class Connection:
     @property
     def ready(self) -> bool:
         return self.state is ConnectionState.READY
+
+    @property
+    def has_output(self) -> bool:
+        """Whether :meth:`poll_transmit` has bytes."""
+        return bool(self._out)
 
     def send(self, command: BaseCommand, body: bytes | None = None) -> None:
         """Queue one frame (a payload frame when ``body`` is given)."""

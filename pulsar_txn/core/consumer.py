@@ -73,7 +73,8 @@ class ReceivedMessage:
     batch_index: int
     batch_size: int
     payload: bytes
-    properties: dict[str, str]
+    #: The protocol's ``KeyValue`` list (read into a dict only when asked: most messages have none).
+    properties: Any
     partition_key: str | None
     ordering_key: bytes | None
     publish_time: int
@@ -219,7 +220,7 @@ class ConsumerCore:
                 -1,
                 0,
                 payload,
-                {kv.key: kv.value for kv in meta.properties},
+                meta.properties,
                 meta.partition_key if meta.HasField("partition_key") else None,
                 meta.ordering_key if meta.HasField("ordering_key") else None,
                 meta.publish_time,
@@ -260,7 +261,7 @@ class ConsumerCore:
                 index,
                 count,
                 value,
-                {kv.key: kv.value for kv in single.properties},
+                single.properties,
                 single.partition_key if single.HasField("partition_key") else None,
                 single.ordering_key if single.HasField("ordering_key") else None,
                 meta.publish_time,
