@@ -607,6 +607,8 @@ class Reader:
                 if start is None or start.is_earliest:
                     return True
                 if start.is_latest:
+                    if core.latest_at_start is not None and last > core.latest_at_start:
+                        return True
                     continue
                 begin = (start.ledger, start.entry, start.batch_index)
                 if last > begin or (last == begin and core.config.start_message_id_inclusive):
@@ -904,6 +906,15 @@ class Client:
             schema=schema.schema_info(),
         )
         reader = Reader(self._consumer(topic, [topic], schema, config))
+        if start_message_id == MessageId.latest:
+            # What "latest" was when the reader started: has_message_available compares the broker's last id with it.
+            for core in reader._consumer._cores:
+                with self._rt.lock:
+                    link = self._rt.link_of(core)
+                if link is not None:
+                    response = self._rt.request(link, T.GET_LAST_MESSAGE_ID, consumer_id=core.consumer_id)
+                    last = WireMessageId.from_proto(response.last_message_id)
+                    core.latest_at_start = (last.ledger, last.entry, last.batch_index)
         if reader_listener is not None:
             reader._consumer._start_listener(reader_listener, reader)
         return reader

@@ -122,6 +122,8 @@ class ConsumerCore:
         self.generation = 0
         self.incoming: deque[ReceivedMessage] = deque()
         self.last_dequeued: tuple[int, int, int] | None = None
+        #: A reader from the latest message: the broker's last message id when it started (the shell fills it in).
+        self.latest_at_start: tuple[int, int, int] | None = None
         self._queue_size = max(1, config.receiver_queue_size)
         self._to_flow = 0
         self._nacks: dict[tuple[int, int], float] = {}
