@@ -1,12 +1,14 @@
 """pulsar_txn beside the official Python client (``pulsar-client``) on the same broker, in the same run.
 
 Prints messages per second for each client: batched produce (``send_async`` + ``flush``), synchronous produce
-(``send``), consume (``receive`` + ``acknowledge`` of a backlog), and for pulsar_txn consume-transform-produce
-transactions per second (one message sent and one acknowledged per transaction; the official client has no
-transactions). Each figure is the median of ``--rounds`` runs, the clients alternating. On a shared machine the
-figures move with the load of the others: compare columns of the same run.
+(``send``), consume (``receive`` + ``acknowledge`` of a backlog); and pulsar_txn's transactions per second: a
+consume-transform-produce loop (one message received, sent and acknowledged per transaction) and an
+open-send-commit loop, the latter also by the official Java client with ``--java`` (the ``TxnBench throughput``
+loop of tests/java, one client; the official Python client has no transactions). Each figure is the median of
+``--rounds`` runs, the clients alternating. On a shared machine the figures move with the load of the others:
+compare columns of the same run.
 
-Run: ``.venv/bin/python bench/python_client.py [--messages N] [--service-url pulsar://host:6650]`` (without
+Run: ``.venv/bin/python bench/python_client.py [--messages N] [--java] [--service-url pulsar://host:6650]`` (without
 ``--service-url`` a local endpoint on durable storage is started and stopped).
 """
 
@@ -109,11 +111,33 @@ def transactions(url: str, messages: int) -> float:
     return rate
 
 
+def open_send_commit(url: str, messages: int) -> float:
+    count = max(1, messages // 50)
+    client = pulsar_txn.Client(url)
+    producer = client.create_producer(_topic("txn-loop"))
+    began = time.perf_counter()
+    for _ in range(count):
+        txn = client.new_transaction()
+        producer.send(PAYLOAD, txn=txn)
+        txn.commit()
+    rate = count / (time.perf_counter() - began)
+    client.close()
+    return rate
+
+
+def java_open_send_commit(url: str, seconds: float) -> float:
+    from bench.txn import java_bench
+    from tests.txn_harness import build_harness
+
+    return java_bench(build_harness(), "throughput", url, _topic("java-txn"), 1, seconds, 2)["txn_per_second"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--service-url", default=None)
+    parser.add_argument("--java", action="store_true", help="also the Java client's open-send-commit loop (Maven)")
     args = parser.parse_args()
     server = None
     url = args.service_url
@@ -135,9 +159,14 @@ def main() -> None:
                 "transactions: receive, send, ack, commit (txn/s)",
                 {"pulsar_txn": lambda: transactions(url, args.messages)},
             ),
+            ("transactions: open, send, commit (txn/s)", {"pulsar_txn": lambda: open_send_commit(url, args.messages)}),
         ]
+        if args.java:
+            figures.append(
+                ("  the same loop, official Java client (txn/s)", {"java": lambda: java_open_send_commit(url, 10)})
+            )
         print(f"broker {url}, {args.messages} messages of {len(PAYLOAD)} bytes, median of {args.rounds} rounds")
-        print(f"{'figure':<52}{'pulsar-client':>16}{'pulsar_txn':>14}")
+        print(f"{'figure':<52}{'pulsar-client':>16}{'pulsar_txn':>14}{'java' if args.java else '':>8}")
         for label, runs in figures:
             results: dict[str, list[float]] = {name: [] for name in runs}
             for _ in range(args.rounds):
@@ -145,7 +174,8 @@ def main() -> None:
                     results[name].append(run())
             cells = [
                 f"{statistics.median(results[name]):>{w}.0f}" if name in results else f"{'n/a':>{w}}"
-                for name, w in (("pulsar-client", 16), ("pulsar_txn", 14))
+                for name, w in (("pulsar-client", 16), ("pulsar_txn", 14), ("java", 8))
+                if name != "java" or args.java
             ]
             print(f"{label:<52}{''.join(cells)}", flush=True)
     finally:

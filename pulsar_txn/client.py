@@ -5,6 +5,7 @@ client (and its producers and consumers) may be used from many threads."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import re
 import threading
@@ -45,6 +46,7 @@ from wire.message_id import MessageId as WireMessageId
 from wire.pulsar_api_pb2 import BaseCommand, CommandGetTopicsOfNamespace, TxnAction
 
 T = BaseCommand
+log = logging.getLogger("pulsar_txn")
 #: The system topic whose partitions stand for the transaction coordinators.
 COORDINATOR_ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
 #: From this protocol version a client greets each coordinator with TC_CLIENT_CONNECT.
@@ -557,6 +559,38 @@ class Consumer:
                 with rt.lock:
                     link.core.consumers.pop(core.consumer_id, None)
 
+    def _start_discovery(self, pattern: str, mode: RegexSubscriptionMode, period: float) -> None:
+        """Every ``period`` seconds, subscribe to the topics that match ``pattern`` and were not there before (the
+        official clients' ``pattern_auto_discovery_period``)."""
+
+        def run() -> None:
+            while not self._closed and not self._rt.closed:
+                time.sleep(period)
+                try:
+                    self._discover(pattern, mode)
+                except PulsarException as exc:
+                    log.info("topic discovery for %s failed: %s", pattern, exc)
+
+        threading.Thread(target=run, name=f"pulsar-txn-discovery-{pattern}", daemon=True).start()
+
+    def _discover(self, pattern: str, mode: RegexSubscriptionMode) -> None:
+        known = {split_partition(core.topic)[0] for core in self._cores}
+        new = [t for t in self._client._topics_matching(pattern, mode) if t not in known]
+        if not new or self._closed:
+            return
+        cores = self._client._cores_of(new, self._config)
+        for core in cores:
+            self._rt.retrying(lambda core=core: self._rt.register_consumer(core))
+        with self._rt.lock:
+            if self._closed:
+                return
+            self._cores = [*self._cores, *cores]
+            self._core_set = frozenset(self._cores)
+            hook = self._rt.ready_hooks.get(id(self._cores[0]))
+            if hook is not None:
+                for core in cores:
+                    self._rt.ready_hooks[id(core)] = hook
+
     def _start_listener(self, listener: Callable[[Any, Message], None], owner: Any) -> None:
         def run() -> None:
             while not self._closed and not self._rt.closed:
@@ -848,11 +882,13 @@ class Client:
         if key_shared_policy is not None:
             config.key_shared_meta = key_shared_policy.meta()
         consumer = self._consumer(shown, topics, schema, config)
+        if isinstance(topic, re.Pattern) and pattern_auto_discovery_period > 0:
+            consumer._start_discovery(topic.pattern, regex_subscription_mode, pattern_auto_discovery_period)
         if message_listener is not None:
             consumer._start_listener(message_listener, consumer)
         return consumer
 
-    def _consumer(self, shown: str, topics: list[str], schema: Any, config: ConsumerConfig) -> Consumer:
+    def _cores_of(self, topics: list[str], config: ConsumerConfig) -> list[ConsumerCore]:
         cores = []
         for topic in topics:
             partitions = self.get_topic_partitions(topic)
@@ -860,6 +896,10 @@ class Client:
             for index, name in enumerate(partitions):
                 own = ConsumerConfig(**{f: getattr(config, f) for f in config.__dataclass_fields__})
                 cores.append(ConsumerCore(name, index if partitioned else split_partition(name)[1], own))
+        return cores
+
+    def _consumer(self, shown: str, topics: list[str], schema: Any, config: ConsumerConfig) -> Consumer:
+        cores = self._cores_of(topics, config)
         consumer = Consumer(self, shown, cores, schema, config)
         try:
             for core in cores:

@@ -179,6 +179,21 @@ def test_list_and_regex_subscriptions(ptx) -> None:
         pattern.acknowledge(msg)
 
 
+def test_regex_consumers_discover_new_topics(ptx) -> None:
+    tag = uuid.uuid4().hex[:8]
+    ptx.create_producer(f"persistent://public/default/disc-{tag}-0").send(b"old")
+    consumer = ptx.subscribe(
+        re.compile(f"persistent://public/default/disc-{tag}-.*"),
+        "regex",
+        initial_position=pulsar_txn.InitialPosition.Earliest,
+        pattern_auto_discovery_period=1,
+    )
+    assert consumer.receive(5000).data() == b"old"
+    ptx.create_producer(f"persistent://public/default/disc-{tag}-1").send(b"new")  # created after the subscribe
+    msg = consumer.receive(10000)
+    assert (msg.data(), msg.topic_name()) == (b"new", f"persistent://public/default/disc-{tag}-1")
+
+
 @pytest.mark.parametrize("kind", ["Shared", "KeyShared", "Failover", "Exclusive"])
 def test_subscription_types(ptx, kind) -> None:
     topic = _topic()
