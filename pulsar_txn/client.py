@@ -4,6 +4,7 @@ client (and its producers and consumers) may be used from many threads."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import logging
 import random
@@ -181,6 +182,9 @@ class Producer:
         txn: Transaction | None,
     ) -> None:
         payload = self._schema.encode(content)
+        key_b64 = isinstance(partition_key, bytes | bytearray)
+        if key_b64:  # a binary key travels base64-encoded, as the Java client's keyBytes
+            partition_key = base64.b64encode(partition_key).decode()
         if deliver_after is not None:
             seconds = deliver_after.total_seconds() if hasattr(deliver_after, "total_seconds") else deliver_after
             deliver_at = int(time.time() * 1000 + seconds * 1000)
@@ -189,6 +193,7 @@ class Producer:
             token,
             dict(properties) if properties else None,
             partition_key,
+            key_b64,
             ordering_key.encode() if isinstance(ordering_key, str) else ordering_key,
             event_timestamp,
             sequence_id,

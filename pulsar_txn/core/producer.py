@@ -56,6 +56,8 @@ class OutMessage:
     token: Any = None
     properties: dict[str, str] | None = None
     partition_key: str | None = None
+    #: ``partition_key`` is the base64 form of a binary key (the Java client's ``keyBytes``).
+    key_b64: bool = False
     ordering_key: bytes | None = None
     event_time: int | None = None
     sequence_id: int | None = None
@@ -210,6 +212,7 @@ class ProducerCore:
             meta.num_messages_in_batch = len(messages)
             if first.partition_key is not None:
                 meta.partition_key = first.partition_key
+                meta.partition_key_b64_encoded = first.key_b64
             if first.ordering_key is not None:
                 meta.ordering_key = first.ordering_key
             payload = build_batch(singles)
@@ -324,6 +327,8 @@ def _fill_metadata(meta: MessageMetadata, message: OutMessage) -> None:
         meta.properties.extend(_key_values(message.properties.items()))
     if message.partition_key is not None:
         meta.partition_key = message.partition_key
+        if message.key_b64:
+            meta.partition_key_b64_encoded = True
     if message.ordering_key is not None:
         meta.ordering_key = message.ordering_key
     if message.event_time:
@@ -337,6 +342,8 @@ def _fill_single(single: SingleMessageMetadata, message: OutMessage) -> None:
         single.properties.extend(_key_values(message.properties.items()))
     if message.partition_key is not None:
         single.partition_key = message.partition_key
+        if message.key_b64:
+            single.partition_key_b64_encoded = True
     if message.ordering_key is not None:
         single.ordering_key = message.ordering_key
     if message.event_time:
