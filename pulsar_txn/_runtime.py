@@ -467,6 +467,10 @@ class Runtime:
                 pass
         self.cond.notify_all()
 
+    def call_back(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` on the callback thread."""
+        self._callbacks.put(callback)
+
     def callbacks_done(self) -> None:
         """Wait until the callbacks queued so far have run (unless called from a callback)."""
         if threading.current_thread() is self._threads[1] or self.closed:

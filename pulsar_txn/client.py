@@ -38,6 +38,7 @@ from pulsar_txn.exceptions import (
     CumulativeAcknowledgementNotAllowedError,
     InvalidConfiguration,
     InvalidTxnStatusError,
+    ProducerQueueIsFull,
     PulsarException,
     Timeout,
     TransactionCoordinatorNotFoundError,
@@ -216,9 +217,11 @@ class Producer:
                 txn._core.used_by_producer(self)
             if core.pending_count >= self._max_pending > 0:
                 if not self._block:
-                    from pulsar_txn.exceptions import ProducerQueueIsFull
-
-                    raise ProducerQueueIsFull(f"{self._max_pending} messages pending on {core.topic}")
+                    error = ProducerQueueIsFull(f"{self._max_pending} messages pending on {core.topic}")
+                    if isinstance(token, Waiter):
+                        raise error
+                    rt.call_back(lambda: token(None, error))  # as the official client: the callback gets the error
+                    return
                 rt.wait_for(lambda: core.pending_count < self._max_pending, None)
             core.send(message, now)
             rt.kick(core)

@@ -22,6 +22,9 @@ A task or driver step that loses the broker reconnects with exponential back-off
 transaction once the old one is aborted; the driver's commit and abort run again (they are idempotent through
 the commit log).
 
+Tasks write through :mod:`pulsar_txn` (the project's Python client with transactions); the driver ends the tasks'
+transactions by id and keeps the commit log through :mod:`spark.client`.
+
 Transactions of tasks that die without aborting (a killed executor) end by the coordinator's timeout
 (``transactionTimeoutMs``); until then they hold back read-committed consumers of the topics they
 wrote, as in Pulsar.

@@ -119,6 +119,22 @@ def test_batched_compressed_send_async_is_read_by_the_official_client(ptx, clien
     assert [m.data() for m in _drain(ours.receive)] == [f"m{i}".encode() for i in range(300)]
 
 
+def test_a_full_queue_fails_send_async_through_its_callback_as_the_official_client(ptx, client) -> None:
+    outcomes = {}
+    for name, c in (("official", client), ("pulsar_txn", ptx)):
+        producer = c.create_producer(
+            _topic(), max_pending_messages=5, batching_enabled=True, batching_max_publish_delay_ms=1000
+        )
+        results: list[str] = []
+        record = results.append
+        for i in range(8):
+            producer.send_async(f"m{i}".encode(), lambda res, mid, record=record: record(str(res)))
+        producer.flush()
+        outcomes[name] = sorted(results)
+    expected = sorted(["Result.Ok"] * 5 + ["Result.ProducerQueueIsFull"] * 3)
+    assert outcomes["pulsar_txn"] == outcomes["official"] == expected
+
+
 def test_reads_what_the_official_client_batches(ptx, client) -> None:
     topic = _topic()
     consumer = ptx.subscribe(topic, "ours")

@@ -22,7 +22,9 @@ def run_loop(server, messages: int, kill_at: int) -> tuple[Counter[bytes], list[
     source = f"persistent://public/default/crash-in-{uuid.uuid4().hex[:8]}"
     sink = f"persistent://public/default/crash-out-{uuid.uuid4().hex[:8]}"
     official = make_client(server.url)
-    producer = official.create_producer(source, batching_enabled=True, batching_max_publish_delay_ms=20)
+    producer = official.create_producer(
+        source, batching_enabled=True, batching_max_publish_delay_ms=20, block_if_queue_full=True
+    )
     for i in range(messages):
         producer.send_async(f"m{i:05d}".encode(), None)
     producer.flush()

@@ -196,17 +196,18 @@ class ConsumerCore:
 
     def handle_message(self, command: Any, body: bytes) -> bool:
         """A MESSAGE for this consumer; True if it queued something."""
-        if command.HasField("consumer_epoch") and command.consumer_epoch < self.epoch:
-            self._grant(1)  # dispatched before a redelivery request: it comes again
-            return False
-        mid = command.message_id
-        ledger, entry = WireMessageId.from_proto(mid)[:2]
         try:
             parsed = parse_body(body)
         except ProtocolError:
             self._grant(1)
             return False
         meta = parsed.metadata
+        if command.HasField("consumer_epoch") and command.consumer_epoch < self.epoch:
+            # Dispatched before a redelivery request: it comes again. The broker took a permit per message of it.
+            self._grant(_dispatched_count(meta, command.ack_set))
+            return False
+        mid = command.message_id
+        ledger, entry = WireMessageId.from_proto(mid)[:2]
         payload = parsed.payload
         if meta.compression:
             payload = decompress(meta.compression, payload, meta.uncompressed_size, 64 * 1024 * 1024)
@@ -451,6 +452,15 @@ class ConsumerCore:
                 message_ids=[{"ledgerId": _u64(ledger), "entryId": _u64(entry)} for ledger, entry in due],
             )
         )
+
+
+def _dispatched_count(meta: Any, acks: Any) -> int:
+    """The messages of an entry the broker counted against the permits: those its ack set leaves unacknowledged."""
+    if not meta.HasField("num_messages_in_batch"):
+        return 1
+    if acks:
+        return sum(bin(w & 0xFFFFFFFFFFFFFFFF).count("1") for w in acks)
+    return meta.num_messages_in_batch
 
 
 def _u64(value: int) -> int:
