@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-scale bench-container demo spark-cluster-demo conformance crash-loop fuzz model bench-plugin go-suite clean
+.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-scale bench-container demo spark-cluster-demo conformance crash-loop fuzz model bench-plugin go-suite txn-client-crash-loop bench-python-client clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,7 @@ run: $(VENV)/.installed
 ## test: install with test extras and run the suite on local processes (the container tests: make test-containers)
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check wire engine proxy
+	$(BIN)/ruff format --check wire engine proxy pulsar_txn pulsar_txn_proxy
 	$(BIN)/python -m pytest -m "not container" $(ARGS)
 
 ## test-containers: build the image and run the container-marked tests (Docker, else podman set up as root)
@@ -38,7 +38,7 @@ image: $(VENV)/.installed
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check wire engine proxy
+	$(BIN)/ruff format --check wire engine proxy pulsar_txn pulsar_txn_proxy
 
 ## proto: regenerate wire/pulsar_api_pb2.py from wire/pulsar_api.proto
 proto: | $(BIN)/python
@@ -72,6 +72,15 @@ go-suite: $(VENV)/.installed-test
 crash-loop: $(VENV)/.installed-test
 	CRASH_LOOP_INPUTS=$${CRASH_LOOP_INPUTS:-2000} CRASH_LOOP_KILLS=$${CRASH_LOOP_KILLS:-2} \
 		$(BIN)/python -m pytest tests/test_crash_loop.py -s $(ARGS)
+
+## txn-client-crash-loop: pulsar_txn's consume-transform-produce loop through a broker SIGKILL at full size (10,000
+## messages; PULSAR_TXN_CRASH_MESSAGES changes it)
+txn-client-crash-loop: $(VENV)/.installed-test
+	PULSAR_TXN_CRASH_MESSAGES=$${PULSAR_TXN_CRASH_MESSAGES:-10000} $(BIN)/python -m pytest tests/test_pulsar_txn_crash.py -s $(ARGS)
+
+## bench-python-client: pulsar_txn's produce, consume and transaction rates beside the official Python client's
+bench-python-client: $(VENV)/.installed-test
+	$(BIN)/python bench/python_client.py $(ARGS)
 
 ## model: the subscription model test (tests/subscription_model.py) for 30 minutes on a local server; prints the
 ## examples run and the failures (ARGS="--service-url pulsar://host:6650" runs it against a broker, without restarts)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+import pulsar_txn
+from pulsar_txn._runtime import TlsVerificationError as ClientTlsVerificationError
 from spark.protocol import (
     ConnectionLostError,
     OperationTimeoutError,
@@ -28,7 +30,16 @@ R = TypeVar("R")
 
 #: Failures that a broker coming back cures: the work is run again after a wait (but a broker certificate that
 #: fails verification, a :class:`TlsVerificationError`, fails the work at once; see :meth:`Retrier.failed`).
-RETRYABLE: tuple[type[PulsarError], ...] = (ConnectionLostError, OperationTimeoutError, ServiceNotReadyError)
+#: The same failures as pulsar_txn (the sink writes through it) names them.
+RETRYABLE: tuple[type[Exception], ...] = (
+    ConnectionLostError,
+    OperationTimeoutError,
+    ServiceNotReadyError,
+    pulsar_txn.ConnectError,
+    pulsar_txn.NotConnected,
+    pulsar_txn.Timeout,
+    pulsar_txn.ServiceUnitNotReady,
+)
 
 
 class ReconnectTimeoutError(PulsarError):
@@ -76,10 +87,10 @@ class Retrier:
         self.delay = self.backoff.initial
         self.attempts = 0
 
-    def failed(self, exc: PulsarError) -> None:
+    def failed(self, exc: Exception) -> None:
         """Wait before the next attempt, or raise :class:`ReconnectTimeoutError` when the time is up (``exc`` itself
         when no wait can cure it)."""
-        if isinstance(exc, TlsVerificationError):
+        if isinstance(exc, TlsVerificationError | ClientTlsVerificationError):
             raise exc
         self.attempts += 1
         waited = time.monotonic() - self.began

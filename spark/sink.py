@@ -22,6 +22,9 @@ A task or driver step that loses the broker reconnects with exponential back-off
 transaction once the old one is aborted; the driver's commit and abort run again (they are idempotent through
 the commit log).
 
+Tasks write through :mod:`pulsar_txn` (the project's Python client with transactions); the driver ends the tasks'
+transactions by id and keeps the commit log through :mod:`spark.client`.
+
 Transactions of tasks that die without aborting (a killed executor) end by the coordinator's timeout
 (``transactionTimeoutMs``); until then they hold back read-committed consumers of the topics they
 wrote, as in Pulsar.
@@ -39,8 +42,9 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+import pulsar_txn
 from spark.backoff import RETRYABLE, Backoff
-from spark.client import Client, Producer, Transaction, TxnId
+from spark.client import Client, TxnId
 from spark.commit_log import CommitLog, TaskTxn
 from spark.options import SINK_OPTIONS, OptionError, backoff, check_names, get_int, security, service_url
 from spark.protocol import (
@@ -135,6 +139,38 @@ def txn_client_for(options: SinkOptions) -> Client:
     return client
 
 
+_WRITER_CLIENTS: dict[tuple[str, Security], pulsar_txn.Client] = {}
+
+
+class _Credentials(pulsar_txn.Authentication):
+    """A :class:`Security`'s credentials as pulsar_txn takes them."""
+
+    def __init__(self, security: Security) -> None:
+        self.method = security.auth_method
+        self._security = security
+        if security.tls_cert_file and security.tls_key_file:
+            self.tls_certificate = (security.tls_cert_file, security.tls_key_file)
+
+    def data(self) -> bytes:
+        return self._security.data()
+
+
+def writer_client_for(options: SinkOptions) -> pulsar_txn.Client:
+    """The pulsar_txn client the tasks of this process write through (Spark reuses Python workers)."""
+    key = (options.service_url, options.security)
+    client = _WRITER_CLIENTS.get(key)
+    if client is None:
+        security = options.security
+        client = _WRITER_CLIENTS[key] = pulsar_txn.Client(
+            options.service_url,
+            authentication=_Credentials(security),
+            tls_trust_certs_file_path=security.tls_trust_certs_file,
+            tls_allow_insecure_connection=security.tls_allow_insecure_connection,
+            tls_validate_hostname=security.tls_validate_hostname,
+        )
+    return client
+
+
 def _task_identity() -> tuple[int, int]:
     """``(partition id, attempt)`` of the running Spark task."""
     from pyspark import TaskContext
@@ -148,18 +184,29 @@ def _task_identity() -> tuple[int, int]:
 class _RowWriter:
     """Turns Arrow batches into messages on per-topic producers."""
 
-    def __init__(self, options: SinkOptions, client: Client, txn: Transaction | None) -> None:
+    def __init__(self, options: SinkOptions, client: pulsar_txn.Client, txn: pulsar_txn.Transaction | None) -> None:
         self.options = options
         self.client = client
         self.txn = txn
-        self.producers: dict[str, Producer] = {}
+        self.producers: dict[str, pulsar_txn.Producer] = {}
         self.rows = 0
+        self.error: pulsar_txn.PulsarException | None = None
 
-    def producer(self, topic: str) -> Producer:
+    def producer(self, topic: str) -> pulsar_txn.Producer:
         producer = self.producers.get(topic)
         if producer is None:
-            producer = self.producers[topic] = self.client.create_producer(topic)
+            producer = self.producers[topic] = self.client.create_producer(
+                topic,
+                batching_enabled=True,
+                batching_max_messages=self.options.batch_max_messages,
+                block_if_queue_full=True,
+            )
         return producer
+
+    def _sent(self, result: pulsar_txn.Result, message_id: object) -> None:
+        if result != pulsar_txn.Result.Ok and self.error is None:
+            error = getattr(pulsar_txn, result.name, pulsar_txn.PulsarException)
+            self.error = error(f"a send of the sink failed: {result.name}")
 
     def write(self, batch: pa.RecordBatch) -> None:
         names = batch.schema.names
@@ -197,6 +244,7 @@ class _RowWriter:
             event = events[i] // 1000 if events is not None and events[i] is not None else None
             producer.send_async(
                 value,
+                self._sent,
                 partition_key=keys[i],
                 properties=dict(props[i]) if props is not None and props[i] else None,
                 event_timestamp=event,
@@ -205,14 +253,20 @@ class _RowWriter:
         self.rows += count
 
     def flush(self) -> None:
+        """Wait for every send; raise the first that failed."""
         for producer in self.producers.values():
             producer.flush()
+        if self.error is not None:
+            raise self.error
 
 
 def _drop_client(options: SinkOptions) -> None:
     """Forget this process's clients of these options (after a failure left their connections in doubt)."""
     for key in [k for k in _TXN_CLIENTS if k[:2] == (options.service_url, options.security)]:
         _TXN_CLIENTS.pop(key).close()
+    writer = _WRITER_CLIENTS.pop((options.service_url, options.security), None)
+    if writer is not None:
+        writer.close()
 
 
 def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> TaskCommit:
@@ -235,11 +289,11 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> TaskC
                 yield batch
 
     while True:
-        client = txn_client_for(options)
-        txn: Transaction | None = None
+        client = writer_client_for(options)
+        txn: pulsar_txn.Transaction | None = None
         try:
             while stale:
-                _end_quietly(client, stale[0], commit=False)
+                _end_quietly(txn_client_for(options), stale[0], commit=False)
                 stale.pop(0)
             writer = _RowWriter(options, client, None)
             for batch in rows():
@@ -256,8 +310,8 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> TaskC
         except BaseException:
             if txn is not None:
                 try:
-                    client.abort(txn.id)
-                except PulsarError as exc:
+                    txn.abort()
+                except (PulsarError, pulsar_txn.PulsarException) as exc:
                     log.warning("could not abort %s after a task failure: %s", txn, exc)
             _drop_client(options)
             raise

@@ -128,13 +128,19 @@ class AdminAnswer:
 
 
 def admin_call(
-    admin_url: str, method: str, path: str, body: Any = None, timeout: float = 15.0,
+    admin_url: str,
+    method: str,
+    path: str,
+    body: Any = None,
+    timeout: float = 15.0,
     content_type: str = "application/json",
 ) -> AdminAnswer:
     """One admin REST request (JSON in and out; a ``bytes`` body is sent as it is)."""
     data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
     request = urllib.request.Request(
-        admin_url.rstrip("/") + path, data=data, method=method,
+        admin_url.rstrip("/") + path,
+        data=data,
+        method=method,
         headers={"Content-Type": content_type, "Accept": "application/json"},
     )
     try:
@@ -232,8 +238,7 @@ class Run:
     def mid(message_id: pulsar.MessageId, topic: str | None = None) -> dict[str, Any]:
         """A message id for :func:`normalise` (ranked per topic: ledger ids differ between brokers)."""
         return {
-            "$mid": [message_id.ledger_id(), message_id.entry_id(), message_id.partition(),
-                     message_id.batch_index()],
+            "$mid": [message_id.ledger_id(), message_id.entry_id(), message_id.partition(), message_id.batch_index()],
             "topic": topic,
         }
 
@@ -361,8 +366,11 @@ def side_by_side(name: str, left: Any, right: Any, left_name: str, right_name: s
     flat_left, flat_right = flatten(left), flatten(right)
     paths = list(dict.fromkeys([*flat_left, *flat_right]))
     rows = [
-        (path, _cell(flat_left.get(path), path not in flat_left, width),
-         _cell(flat_right.get(path), path not in flat_right, width))
+        (
+            path,
+            _cell(flat_left.get(path), path not in flat_left, width),
+            _cell(flat_right.get(path), path not in flat_right, width),
+        )
         for path in paths
         if path not in flat_left or path not in flat_right or flat_left[path] != flat_right[path]
     ]

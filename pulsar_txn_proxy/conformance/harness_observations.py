@@ -39,8 +39,11 @@ def normalise_observations(obs: Any) -> Any:
         if isinstance(value, dict):
             if set(value) >= {"type", "message"}:
                 return {"error": value["type"]}
-            return {k: replace(v, in_txn or "txn" in k) for k, v in value.items()
-                    if k not in ("timing_ms", "waited_ms", "watch_waited_ms")}
+            return {
+                k: replace(v, in_txn or "txn" in k)
+                for k, v in value.items()
+                if k not in ("timing_ms", "waited_ms", "watch_waited_ms")
+            }
         if isinstance(value, list):
             return [replace(v, in_txn) for v in value]
         if isinstance(value, str):

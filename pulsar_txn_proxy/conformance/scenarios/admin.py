@@ -40,10 +40,12 @@ def test_clusters_tenants_namespaces(run: Run) -> Outcome:
         "clusters": run.admin("GET", "/admin/v2/clusters").body,
         "public_namespaces": run.admin("GET", "/admin/v2/namespaces/public").body,
         "has_public_and_pulsar": {"public", "pulsar"} <= set(run.admin("GET", "/admin/v2/tenants").body or []),
-        "create_tenant": _status(run.admin("PUT", f"/admin/v2/tenants/{tenant}",
-                                           {"adminRoles": [], "allowedClusters": ["standalone"]})),
-        "create_tenant_again": _status(run.admin("PUT", f"/admin/v2/tenants/{tenant}",
-                                                 {"adminRoles": [], "allowedClusters": ["standalone"]})),
+        "create_tenant": _status(
+            run.admin("PUT", f"/admin/v2/tenants/{tenant}", {"adminRoles": [], "allowedClusters": ["standalone"]})
+        ),
+        "create_tenant_again": _status(
+            run.admin("PUT", f"/admin/v2/tenants/{tenant}", {"adminRoles": [], "allowedClusters": ["standalone"]})
+        ),
         "tenant_info": run.admin("GET", f"/admin/v2/tenants/{tenant}").body,
         "create_namespace": _status(run.admin("PUT", f"/admin/v2/namespaces/{tenant}/ns")),
         "create_namespace_again": _status(run.admin("PUT", f"/admin/v2/namespaces/{tenant}/ns")),
@@ -58,9 +60,7 @@ def test_clusters_tenants_namespaces(run: Run) -> Outcome:
     outcome["delete_namespace_with_producer"] = _status(run.admin("DELETE", f"/admin/v2/namespaces/{tenant}/ns"))
     producer.close()
     # The standalone's forceDeleteNamespaceAllowed=false refuses forced deletes; a plain one takes idle topics too.
-    outcome["delete_namespace_forced"] = _status(
-        run.admin("DELETE", f"/admin/v2/namespaces/{tenant}/ns?force=true")
-    )
+    outcome["delete_namespace_forced"] = _status(run.admin("DELETE", f"/admin/v2/namespaces/{tenant}/ns?force=true"))
     outcome["delete_namespace_with_topic"] = _status(run.admin("DELETE", f"/admin/v2/namespaces/{tenant}/ns"))
     outcome["delete_topic"] = _status(run.admin("DELETE", f"/admin/v2/persistent/{tenant}/ns/t"))
     outcome["delete_namespace"] = _status(run.admin("DELETE", f"/admin/v2/namespaces/{tenant}/ns"))
@@ -121,8 +121,9 @@ def test_topic_stats(run: Run) -> Outcome:
     topic = run.topic("t")
     name = topic.rsplit("/", 1)[1]
     behind = client.subscribe(topic, "behind", initial_position=Earliest)
-    caught_up = client.subscribe(topic, "caught-up", consumer_type=pulsar.ConsumerType.Shared,
-                                 initial_position=Earliest)
+    caught_up = client.subscribe(
+        topic, "caught-up", consumer_type=pulsar.ConsumerType.Shared, initial_position=Earliest
+    )
     producer = client.create_producer(topic, producer_name=run.name("prod"), batching_enabled=False)
     send_all(producer, [f"m{i}" for i in range(5)])
     for msg in receive_n(caught_up, 5):
@@ -196,11 +197,11 @@ def test_terminate_and_last_message_id(run: Run) -> Outcome:
     terminated = run.admin("POST", f"{NS}/{name}/terminate")
     consumer = client.subscribe(topic, "sub", initial_position=Earliest)
     return {
-        "last_entry_matches_send": (last.get("ledgerId"), last.get("entryId")) == (ids[-1].ledger_id(),
-                                                                                 ids[-1].entry_id()),
+        "last_entry_matches_send": (last.get("ledgerId"), last.get("entryId"))
+        == (ids[-1].ledger_id(), ids[-1].entry_id()),
         "terminate": terminated.status,
-        "terminated_at_last": isinstance(terminated.body, dict) and terminated.body.get("entryId") == last.get(
-            "entryId"),
+        "terminated_at_last": isinstance(terminated.body, dict)
+        and terminated.body.get("entryId") == last.get("entryId"),
         "send_after_terminate": run.attempt(lambda: producer.send(b"c") and "sent"),
         "new_producer": run.attempt(lambda: client.create_producer(topic) and "created"),
         "consumed": texts(drain(consumer)),

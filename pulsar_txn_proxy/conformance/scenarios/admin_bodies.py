@@ -120,29 +120,40 @@ def _map_variants() -> list[tuple[str, bytes]]:
 
 
 _DISPATCH_RATE = {
-    "dispatchThrottlingRateInMsg": 10, "dispatchThrottlingRateInByte": 1000, "relativeToPublishRate": False,
+    "dispatchThrottlingRateInMsg": 10,
+    "dispatchThrottlingRateInByte": 1000,
+    "relativeToPublishRate": False,
     "ratePeriodInSecond": 1,
 }
 _BEANS: dict[str, dict[str, Any]] = {
     "AutoSubscriptionCreationOverride": {"allowAutoSubscriptionCreation": True},
-    "AutoTopicCreationOverride": {"allowAutoTopicCreation": True, "topicType": "partitioned",
-                                  "defaultNumPartitions": 2},
+    "AutoTopicCreationOverride": {
+        "allowAutoTopicCreation": True,
+        "topicType": "partitioned",
+        "defaultNumPartitions": 2,
+    },
     "BacklogQuota": {"limitSize": 1048576, "limitTime": 60, "policy": "producer_request_hold"},
     "DelayedDeliveryPolicies": {"tickTime": 1000, "active": True, "maxDeliveryDelayInMillis": 0},
     "DispatchRate": _DISPATCH_RATE,
     "EntryFilters": {"entryFilterNames": "filter"},
-    "InactiveTopicPolicies": {"inactiveTopicDeleteMode": "delete_when_no_subscriptions",
-                              "maxInactiveDurationSeconds": 60, "deleteWhileInactive": True},
+    "InactiveTopicPolicies": {
+        "inactiveTopicDeleteMode": "delete_when_no_subscriptions",
+        "maxInactiveDurationSeconds": 60,
+        "deleteWhileInactive": True,
+    },
     "OffloadPolicies": {"managedLedgerOffloadThresholdInBytes": 100},
-    "PersistencePolicies": {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 1, "bookkeeperAckQuorum": 1,
-                            "managedLedgerMaxMarkDeleteRate": 0.0},
+    "PersistencePolicies": {
+        "bookkeeperEnsemble": 1,
+        "bookkeeperWriteQuorum": 1,
+        "bookkeeperAckQuorum": 1,
+        "managedLedgerMaxMarkDeleteRate": 0.0,
+    },
     "BookieAffinityGroupData": {"bookkeeperAffinityGroupPrimary": "group-a", "bookkeeperAffinityGroupSecondary": ""},
     "PublishRate": {"publishThrottlingRateInMsg": 10, "publishThrottlingRateInByte": 100},
     "RetentionPolicies": {"retentionTimeInMinutes": 10, "retentionSizeInMB": 10},
     "SubscribeRate": {"subscribeThrottlingRatePerConsumer": 5, "ratePeriodInSecond": 30},
     "TenantInfo": {"adminRoles": ["role"], "allowedClusters": ["standalone"]},
-    "ResetCursorData": {"ledgerId": -1, "entryId": -1, "partitionIndex": -1, "isExcluded": False,
-                        "batchIndex": -1},
+    "ResetCursorData": {"ledgerId": -1, "entryId": -1, "partitionIndex": -1, "isExcluded": False, "batchIndex": -1},
     "MessageId": {"ledgerId": -1, "entryId": -1, "partitionIndex": -1},
     "PostSchemaPayload": {"type": "STRING", "schema": "", "properties": {}},
     "FailureDomain": {"brokers": ["broker-a"]},
@@ -155,8 +166,17 @@ _PARTITIONED_METADATA = {"partitions": 2, "properties": {"k": "v"}}
 _NAMESPACE_ROUTES: list[tuple[str, str, list[tuple[str, bytes]]]] = [
     ("POST", "allowedClusters", _strings_variants(["standalone"])),
     ("POST", "allowedTopicPropertyKeysForMetrics", _strings_variants(["key"])),
-    ("POST", "antiAffinity", [("string", _json("group")), ("bare", b"group"), ("number", b"5"),
-                              ("null", b"null"), ("object", _json({"value": "group"}))]),
+    (
+        "POST",
+        "antiAffinity",
+        [
+            ("string", _json("group")),
+            ("bare", b"group"),
+            ("number", b"5"),
+            ("null", b"null"),
+            ("object", _json({"value": "group"})),
+        ],
+    ),
     ("POST", "autoSubscriptionCreation", _bean_variants(_BEANS["AutoSubscriptionCreationOverride"])),
     ("POST", "autoTopicCreation", _bean_variants(_BEANS["AutoTopicCreationOverride"])),
     ("POST", "backlogQuota", _bean_variants(_BEANS["BacklogQuota"])),
@@ -298,7 +318,9 @@ def _partition_routes(run: Run, domain: str, namespace: str) -> dict[str, Any]:
         path = f"/admin/v2/{domain}/{namespace}/{name}/partitions"
         status = run.admin("PUT", path, body, content_type=PARTITIONED_METADATA).status
         out[f"PUT partitions metadata {tag}"] = [
-            status, run.admin("GET", path).body, run.admin("GET", path.removesuffix("/partitions") + "/properties").body
+            status,
+            run.admin("GET", path).body,
+            run.admin("GET", path.removesuffix("/partitions") + "/properties").body,
         ]
     return out
 
@@ -329,8 +351,10 @@ def test_namespace_bodies(run: Run) -> Outcome:
     for tag, body in _bean_variants(_BEANS["TenantInfo"]):
         path = f"/admin/v2/tenants/{run.name('tenant-' + tag)}"
         out[f"PUT tenant {tag}"] = [run.admin("PUT", path, body).status, run.admin("GET", path).body]
-        out[f"POST tenant {tag}"] = [run.admin("POST", f"/admin/v2/tenants/{tenant}", body).status,
-                                     run.admin("GET", f"/admin/v2/tenants/{tenant}").body]
+        out[f"POST tenant {tag}"] = [
+            run.admin("POST", f"/admin/v2/tenants/{tenant}", body).status,
+            run.admin("GET", f"/admin/v2/tenants/{tenant}").body,
+        ]
     for tag, body in _bean_variants(_BEANS["FailureDomain"]):
         path = f"/admin/v2/clusters/standalone/failureDomains/{run.name('domain-' + tag)}"
         out[f"POST failureDomain {tag}"] = [run.admin("POST", path, body).status, run.admin("GET", path).body]
@@ -377,9 +401,15 @@ def test_unserved_route_bodies(run: Run) -> Outcome:
     for route in ("grantPermissionsOnTopics", "revokePermissionsOnTopics"):
         for tag, body in [*_strings_variants(["x"]), ("canonical_options", _json(grant))]:
             grants[f"{route} {tag}"] = run.admin("POST", f"/admin/v2/namespaces/{route}", body).status
-    isolation = {"namespaces": [namespace], "primary": ["127.0.0.1"], "secondary": [],
-                 "auto_failover_policy": {"policy_type": "min_available", "parameters": {"min_limit": "1",
-                                                                                          "usage_threshold": "80"}}}
+    isolation = {
+        "namespaces": [namespace],
+        "primary": ["127.0.0.1"],
+        "secondary": [],
+        "auto_failover_policy": {
+            "policy_type": "min_available",
+            "parameters": {"min_limit": "1", "usage_threshold": "80"},
+        },
+    }
     policies = out["isolation_policies"] = {}
     for tag, body in _bean_variants(isolation):
         path = f"/admin/v2/clusters/standalone/namespaceIsolationPolicies/{run.name('isolation-' + tag)}"

@@ -155,8 +155,7 @@ def test_negative_ack_redelivers(run: Run) -> Outcome:
     again = receive_n(consumer, 1, 3000)
     for msg in again:
         consumer.acknowledge(msg)
-    return {"first": [run.msg(m) for m in first], "again": [run.msg(m) for m in again],
-            "extra": texts(drain(consumer))}
+    return {"first": [run.msg(m) for m in first], "again": [run.msg(m) for m in again], "extra": texts(drain(consumer))}
 
 
 @scenario
@@ -225,7 +224,9 @@ def test_compression_codecs(run: Run) -> Outcome:
     for codec in codecs:
         for batched in (False, True):
             producer = client.create_producer(
-                topic, compression_type=getattr(pulsar.CompressionType, codec), batching_enabled=batched,
+                topic,
+                compression_type=getattr(pulsar.CompressionType, codec),
+                batching_enabled=batched,
                 batching_max_publish_delay_ms=60_000,
             )
             for i in range(3):
@@ -373,7 +374,11 @@ def test_dead_letter_topic(run: Run) -> Outcome:
     topic = run.topic("t")
     dlq = run.topic("dlq")
     consumer = client.subscribe(
-        topic, "sub", consumer_type=Shared, initial_position=Earliest, negative_ack_redelivery_delay_ms=100,
+        topic,
+        "sub",
+        consumer_type=Shared,
+        initial_position=Earliest,
+        negative_ack_redelivery_delay_ms=100,
         dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(max_redeliver_count=2, dead_letter_topic=dlq),
     )
     dead = client.subscribe(dlq, "dlq-sub", initial_position=Earliest)
@@ -425,8 +430,9 @@ def test_non_persistent_acks_and_admin(run: Run) -> Outcome:
     subscriptions and stored messages answer as Pulsar's."""
     client = run.client()
     topic = f"non-{run.topic('npacks')}"
-    shared = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
-                              negative_ack_redelivery_delay_ms=100)
+    shared = client.subscribe(
+        topic, "s", consumer_type=pulsar.ConsumerType.Shared, negative_ack_redelivery_delay_ms=100
+    )
     exclusive = client.subscribe(topic, "e")
     producer = client.create_producer(topic, batching_enabled=False)
     send_all(producer, ["m0", "m1", "m2"])
@@ -448,9 +454,14 @@ def test_non_persistent_acks_and_admin(run: Run) -> Outcome:
     # Not compared: internalStats, backlog (their ledger figures), ledger/0/entry/0 and skip (Pulsar fails them with
     # a ClassCastException, 500).
     routes = [
-        ("GET", "/stats"), ("GET", "/subscriptions"), ("GET", "/lastMessageId"), ("GET", "/subscription/s/position/1"),
-        ("GET", "/examinemessage?initialPosition=latest&messagePosition=1"), ("POST", "/subscription/s/resetcursor/0"),
-        ("POST", "/subscription/s/expireMessages/1"), ("POST", "/all_subscription/expireMessages/1"),
+        ("GET", "/stats"),
+        ("GET", "/subscriptions"),
+        ("GET", "/lastMessageId"),
+        ("GET", "/subscription/s/position/1"),
+        ("GET", "/examinemessage?initialPosition=latest&messagePosition=1"),
+        ("POST", "/subscription/s/resetcursor/0"),
+        ("POST", "/subscription/s/expireMessages/1"),
+        ("POST", "/all_subscription/expireMessages/1"),
         ("POST", "/terminate"),
     ]
     admin = {}

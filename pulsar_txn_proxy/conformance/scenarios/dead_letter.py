@@ -22,7 +22,11 @@ T = BaseCommand
 
 def _java(run: Run, *flags: str) -> Outcome:
     outcome = run_scenario(
-        run.target.service_url, "dead_letter_initial_subscription", run.topic("t"), run.topic("dlq"), *flags,
+        run.target.service_url,
+        "dead_letter_initial_subscription",
+        run.topic("t"),
+        run.topic("dlq"),
+        *flags,
         timeout=120,
     )
     outcome.pop("timing_ms", None)
@@ -54,7 +58,10 @@ def test_python_dead_letter_initial_subscription(run: Run) -> Outcome:
     topic, dlq = run.topic("t"), run.topic("dlq")
     policy = pulsar.ConsumerDeadLetterPolicy(1, dlq, "dlq-sub")
     consumer = client.subscribe(
-        topic, "s", consumer_type=pulsar.ConsumerType.Shared, dead_letter_policy=policy,
+        topic,
+        "s",
+        consumer_type=pulsar.ConsumerType.Shared,
+        dead_letter_policy=policy,
         negative_ack_redelivery_delay_ms=100,
     )
     producer = client.create_producer(topic)

@@ -158,7 +158,10 @@ def test_admin_create_partitioned(run: Run) -> Outcome:
     read back through the same client."""
     return normalise_observations(
         run_scenario(
-            run.target.service_url, "admin_create_partitioned", run.target.admin_url, run.topic("plain"),
+            run.target.service_url,
+            "admin_create_partitioned",
+            run.target.admin_url,
+            run.topic("plain"),
             run.topic("with-properties"),
         )
     )

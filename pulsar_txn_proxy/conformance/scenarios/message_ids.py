@@ -455,8 +455,16 @@ def test_transactional_acks_of_crafted_ids(run: Run) -> Outcome:
     try:
         conn.handshake()
         _tc_connect(conn, 0)
-        _raw_request(conn, T.SUBSCRIBE, T.SUCCESS, topic=topic, subscription="sub", subType=0, consumer_id=1,
-                     initialPosition=CommandSubscribe.Earliest)
+        _raw_request(
+            conn,
+            T.SUBSCRIBE,
+            T.SUCCESS,
+            topic=topic,
+            subscription="sub",
+            subType=0,
+            consumer_id=1,
+            initialPosition=CommandSubscribe.Earliest,
+        )
         outcome: Outcome = {}
         for label, ack_type, ledger_id, entry in (
             ("individual entry -1", CommandAck.Individual, ledger, -1),
@@ -471,8 +479,9 @@ def test_transactional_acks_of_crafted_ids(run: Run) -> Outcome:
             txn = _open(conn)
             _add_subscription(conn, txn, topic)
             mid = {"ledgerId": ledger_id % 2**64, "entryId": entry % 2**64}  # as a Java client writes a long
-            response = _raw_request(conn, T.ACK, T.ACK_RESPONSE, consumer_id=1, ack_type=ack_type, message_id=[mid],
-                                    **_txn_fields(txn)).ackResponse
+            response = _raw_request(
+                conn, T.ACK, T.ACK_RESPONSE, consumer_id=1, ack_type=ack_type, message_id=[mid], **_txn_fields(txn)
+            ).ackResponse
             outcome[label] = ServerError.Name(response.error) if response.HasField("error") else "ok"
             outcome[f"{label} commit"] = _end(conn, txn, TxnAction.COMMIT).HasField("error")
         _raw_request(conn, T.CLOSE_CONSUMER, T.SUCCESS, consumer_id=1)
@@ -502,8 +511,16 @@ def test_get_last_message_id_on_the_wire(run: Run) -> Outcome:
     outcome: Outcome = {}
     try:
         conn.handshake()
-        _raw_request(conn, T.SUBSCRIBE, T.SUCCESS, topic=topic, subscription="sub", subType=0, consumer_id=1,
-                     initialPosition=CommandSubscribe.Earliest)
+        _raw_request(
+            conn,
+            T.SUBSCRIBE,
+            T.SUCCESS,
+            topic=topic,
+            subscription="sub",
+            subType=0,
+            consumer_id=1,
+            initialPosition=CommandSubscribe.Earliest,
+        )
         raw_empty = _raw_request(conn, T.GET_LAST_MESSAGE_ID, T.GET_LAST_MESSAGE_ID_RESPONSE, consumer_id=1)
         _batched(client, topic, 1, 3)
         raw_batch = _raw_request(conn, T.GET_LAST_MESSAGE_ID, T.GET_LAST_MESSAGE_ID_RESPONSE, consumer_id=1)

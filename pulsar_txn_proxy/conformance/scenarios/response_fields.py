@@ -52,12 +52,20 @@ def test_fields_of_answers(run: Run) -> Outcome:
         out["lookup"] = _answer(conn, T.LOOKUP, topic=topic, request_id=2)
         out["producer"] = _answer(conn, T.PRODUCER, topic=topic, producer_id=1, request_id=3)
         metadata = MessageMetadata(producer_name="probe", sequence_id=0, publish_time=int(time.time() * 1000))
-        conn.send_raw(encode_payload_command(
-            make(T.SEND, producer_id=1, sequence_id=0, num_messages=1), make_body(metadata, b"m")
-        ))
+        conn.send_raw(
+            encode_payload_command(
+                make(T.SEND, producer_id=1, sequence_id=0, num_messages=1), make_body(metadata, b"m")
+            )
+        )
         out["send"] = {type_name(T.SEND_RECEIPT): _fields(conn.expect(T.SEND_RECEIPT).send_receipt)}
         out["subscribe"] = _answer(
-            conn, T.SUBSCRIBE, topic=topic, subscription="s", subType=0, consumer_id=1, request_id=4,
+            conn,
+            T.SUBSCRIBE,
+            topic=topic,
+            subscription="s",
+            subType=0,
+            consumer_id=1,
+            request_id=4,
             initialPosition=1,
         )
         conn.send(T.FLOW, consumer_id=1, messagePermits=10)
@@ -99,7 +107,10 @@ def test_schema_names(run: Run) -> Outcome:
         conn.send(T.CONNECT, client_version="fields-probe", protocol_version=20)
         conn.expect(T.CONNECTED)
         conn.send(
-            T.PRODUCER, topic=topic, producer_id=1, request_id=1,
+            T.PRODUCER,
+            topic=topic,
+            producer_id=1,
+            request_id=1,
             schema={"name": "a-name-of-its-own", "type": 1, "schema_data": b""},
         )
         conn.expect(T.PRODUCER_SUCCESS)

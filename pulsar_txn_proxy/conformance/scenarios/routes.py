@@ -30,31 +30,50 @@ POLICY_VALUES: dict[str, tuple[str, Any]] = {
     "maxSubscriptionsPerTopic": ("POST", 2),
     "persistence": (
         "POST",
-        {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 1, "bookkeeperAckQuorum": 1,
-         "managedLedgerMaxMarkDeleteRate": 2.0},
+        {
+            "bookkeeperEnsemble": 1,
+            "bookkeeperWriteQuorum": 1,
+            "bookkeeperAckQuorum": 1,
+            "managedLedgerMaxMarkDeleteRate": 2.0,
+        },
     ),
     "delayedDelivery": ("POST", {"tickTime": 500, "active": False, "maxDeliveryDelayInMillis": 0}),
     "inactiveTopicPolicies": (
         "POST",
-        {"inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up", "maxInactiveDurationSeconds": 100,
-         "deleteWhileInactive": True},
+        {
+            "inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up",
+            "maxInactiveDurationSeconds": 100,
+            "deleteWhileInactive": True,
+        },
     ),
     "subscriptionTypesEnabled": ("POST", ["Exclusive", "Shared"]),
     "publishRate": ("POST", {"publishThrottlingRateInMsg": 10, "publishThrottlingRateInByte": 1000}),
     "dispatchRate": (
         "POST",
-        {"dispatchThrottlingRateInMsg": 10, "dispatchThrottlingRateInByte": 0, "relativeToPublishRate": False,
-         "ratePeriodInSecond": 0},
+        {
+            "dispatchThrottlingRateInMsg": 10,
+            "dispatchThrottlingRateInByte": 0,
+            "relativeToPublishRate": False,
+            "ratePeriodInSecond": 0,
+        },
     ),
     "subscriptionDispatchRate": (
         "POST",
-        {"dispatchThrottlingRateInMsg": 0, "dispatchThrottlingRateInByte": 100, "relativeToPublishRate": False,
-         "ratePeriodInSecond": 0},
+        {
+            "dispatchThrottlingRateInMsg": 0,
+            "dispatchThrottlingRateInByte": 100,
+            "relativeToPublishRate": False,
+            "ratePeriodInSecond": 0,
+        },
     ),
     "replicatorDispatchRate": (
         "POST",
-        {"dispatchThrottlingRateInMsg": 5, "dispatchThrottlingRateInByte": 0, "relativeToPublishRate": False,
-         "ratePeriodInSecond": 0},
+        {
+            "dispatchThrottlingRateInMsg": 5,
+            "dispatchThrottlingRateInByte": 0,
+            "relativeToPublishRate": False,
+            "ratePeriodInSecond": 0,
+        },
     ),
     "subscribeRate": ("POST", {"subscribeThrottlingRatePerConsumer": 3, "ratePeriodInSecond": 30}),
     "deduplicationSnapshotInterval": ("POST", 60),
@@ -64,8 +83,12 @@ POLICY_VALUES: dict[str, tuple[str, Any]] = {
     "schemaValidationEnforced": ("POST", True),
     "sub-a/dispatchRate": (
         "POST",
-        {"dispatchThrottlingRateInMsg": 7, "dispatchThrottlingRateInByte": 0, "relativeToPublishRate": False,
-         "ratePeriodInSecond": 0},
+        {
+            "dispatchThrottlingRateInMsg": 7,
+            "dispatchThrottlingRateInByte": 0,
+            "relativeToPublishRate": False,
+            "ratePeriodInSecond": 0,
+        },
     ),
 }
 
@@ -304,8 +327,10 @@ def test_topic_properties_info_and_shadows(run: Run) -> Outcome:
     outcome["info_fields"] = sorted(info.body) if info.status == 200 else info.status
     outcome["info_properties"] = info.body.get("properties") if info.status == 200 else None
     parted_info = run.admin("GET", parted + "/internal-info").body or {}
-    outcome["partitioned_info"] = {"version": parted_info.get("version"), "partitions": len(parted_info.get(
-        "partitions", {}))}
+    outcome["partitioned_info"] = {
+        "version": parted_info.get("version"),
+        "partitions": len(parted_info.get("partitions", {})),
+    }
     outcome["shadows"] = {
         "get": _answer(run.admin("GET", base + "/shadowTopics")),
         "set_missing": _answer(run.admin("PUT", base + "/shadowTopics", [f"persistent://{namespace}/none"])),
@@ -322,8 +347,11 @@ def test_schema_metadata_and_version(run: Run) -> Outcome:
     """``schemas metadata`` and the version of a schema, before and after one is registered."""
     topic = run.name("schema")
     path = f"/admin/v2/schemas/public/default/{topic}"
-    record = {"type": "AVRO", "schema": '{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}',
-              "properties": {}}
+    record = {
+        "type": "AVRO",
+        "schema": '{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}',
+        "properties": {},
+    }
     outcome: dict[str, Any] = {"metadata_none": _answer(run.admin("GET", path + "/metadata"))}
     outcome["upload"] = run.admin("POST", path + "/schema", record).status
     metadata = run.admin("GET", path + "/metadata").body or {}

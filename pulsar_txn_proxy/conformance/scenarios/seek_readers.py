@@ -47,8 +47,9 @@ def test_reader_inside_a_batch(run: Run) -> Outcome:
     """A reader started at a message inside a batch skips the batch's earlier messages."""
     client = run.client()
     topic = run.topic("t")
-    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=5,
-                                      batching_max_publish_delay_ms=60_000)
+    producer = client.create_producer(
+        topic, batching_enabled=True, batching_max_messages=5, batching_max_publish_delay_ms=60_000
+    )
     for i in range(5):
         producer.send_async(f"b{i}".encode(), None)
     producer.flush()

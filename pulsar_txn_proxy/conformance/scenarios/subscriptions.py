@@ -77,15 +77,18 @@ def test_failover_partitions_spread_over_consumers(run: Run) -> Outcome:
     topic = run.partitioned_topic("pt", 3)
     a = client.subscribe(topic, "sub", consumer_type=T.Failover, consumer_name="a", initial_position=Earliest)
     b = client.subscribe(topic, "sub", consumer_type=T.Failover, consumer_name="b", initial_position=Earliest)
-    producer = client.create_producer(topic, batching_enabled=False,
-                                      message_routing_mode=pulsar.PartitionsRoutingMode.CustomPartition,
-                                      message_router=lambda msg, n: int(msg.partition_key()))
+    producer = client.create_producer(
+        topic,
+        batching_enabled=False,
+        message_routing_mode=pulsar.PartitionsRoutingMode.CustomPartition,
+        message_router=lambda msg, n: int(msg.partition_key()),
+    )
     for i in range(6):
         producer.send(f"m{i}".encode(), partition_key=str(i % 3))
     got = {"a": drain(a, 1500), "b": drain(b, 1500)}
-    return {
-        name: sorted({m.topic_name().rsplit("-", 1)[-1] for m in msgs}) for name, msgs in got.items()
-    } | {"total": sum(len(v) for v in got.values())}
+    return {name: sorted({m.topic_name().rsplit("-", 1)[-1] for m in msgs}) for name, msgs in got.items()} | {
+        "total": sum(len(v) for v in got.values())
+    }
 
 
 @scenario
@@ -159,11 +162,10 @@ def test_key_shared_batched_keys(run: Run) -> Outcome:
     """Key_Shared with key-based batching: each key still lands on one consumer."""
     client = run.client()
     topic = run.topic("t")
-    consumers = [
-        client.subscribe(topic, "sub", consumer_type=T.KeyShared, initial_position=Earliest) for _ in range(2)
-    ]
-    producer = client.create_producer(topic, batching_enabled=True, batching_type=pulsar.BatchingType.KeyBased,
-                                      batching_max_publish_delay_ms=50)
+    consumers = [client.subscribe(topic, "sub", consumer_type=T.KeyShared, initial_position=Earliest) for _ in range(2)]
+    producer = client.create_producer(
+        topic, batching_enabled=True, batching_type=pulsar.BatchingType.KeyBased, batching_max_publish_delay_ms=50
+    )
     for i in range(30):
         producer.send_async(f"{i:02d}".encode(), None, partition_key=f"key-{i % 5}")
     producer.flush()

@@ -15,6 +15,8 @@ from pulsar_txn_proxy.conformance.harness_observations import normalise_observat
 from pulsar_txn_proxy.conformance.harness_observations import unordered as _unordered
 
 PARTITIONS = 3
+
+
 def _harness(run: Run, name: str, *args: Any, ordered: bool = False, timeout: float = 90) -> Any:
     """Run a harness scenario; ``ordered`` for single-partition scenarios, whose arrival order is an observation."""
     obs = _normalise(run_scenario(run.target.service_url, name, *map(str, args), timeout=timeout))

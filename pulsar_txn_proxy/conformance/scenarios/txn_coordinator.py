@@ -427,8 +427,12 @@ def test_transaction_buffer_stats_fields(run: Run) -> Outcome:
 
     def fields(query: str = "") -> dict[str, Any]:
         stats = run.admin("GET", path + query).body or {}
-        return {"fields": sorted(stats), "state": stats.get("state"), "ongoing": stats.get("ongoingTxnSize"),
-                "snapshot_type": stats.get("snapshotType")}
+        return {
+            "fields": sorted(stats),
+            "state": stats.get("state"),
+            "ongoing": stats.get("ongoingTxnSize"),
+            "snapshot_type": stats.get("snapshotType"),
+        }
 
     try:
         name = raw.producer(topic, 1)

@@ -1,0 +1,533 @@
+"""The blocking shell's engine room: sockets and one I/O thread driving the sans-I/O cores of :mod:`pulsar_txn.core`.
+
+One lock guards every core; user threads change cores under it and wake the I/O thread, which alone reads and
+writes sockets (TLS ones included), runs the cores' timers and turns their events into results, notifications (one
+condition variable) and callbacks (run on a callback thread, never under the lock). Producers and consumers whose
+registration is lost (connection closed, broker closed them) register again from a reconnection thread, with
+backoff, until they or the client are closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import selectors
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlparse
+
+from pulsar_txn.authentication import Authentication
+from pulsar_txn.core.connection import (
+    Closed,
+    Connected,
+    Connection,
+    ConnectionState,
+    HandleClosed,
+    MessagesReady,
+    Response,
+    SendDone,
+)
+from pulsar_txn.core.consumer import ConsumerCore
+from pulsar_txn.core.names import full_topic_name
+from pulsar_txn.core.producer import ProducerCore
+from pulsar_txn.exceptions import (
+    RETRYABLE,
+    AlreadyClosed,
+    ConnectError,
+    InvalidUrl,
+    PulsarException,
+    Timeout,
+    TopicNotFound,
+)
+from wire.commands import payload_of
+from wire.pulsar_api_pb2 import BaseCommand
+
+T = BaseCommand
+log = logging.getLogger("pulsar_txn")
+#: Lookups follow at most this many redirects (Pulsar's ``maxLookupRedirects``).
+MAX_REDIRECTS = 20
+
+
+class TlsVerificationError(ConnectError):
+    """The broker's certificate is not trusted or does not name its host: trying again cannot help."""
+
+
+class Waiter:
+    """The outcome of one send, filled in by the I/O thread."""
+
+    __slots__ = ("done", "error", "message_id")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.message_id: Any = None
+        self.error: PulsarException | None = None
+
+
+class Link:
+    """A socket and the connection core that speaks over it."""
+
+    _ids = 0
+
+    def __init__(self, sock: socket.socket, core: Connection) -> None:
+        Link._ids += 1
+        self.id = Link._ids
+        self.sock = sock
+        self.core = core
+        self.out = bytearray()
+        self.greeted: set[int] = set()
+
+
+def parse_url(url: str) -> tuple[str, int, bool]:
+    """``(host, port, tls)`` of a ``pulsar://`` or ``pulsar+ssl://`` URL."""
+    parsed = urlparse(url.split(",")[0])
+    if parsed.scheme not in ("pulsar", "pulsar+ssl") or not parsed.hostname:
+        raise InvalidUrl(f"unsupported service URL {url!r} (pulsar://host:port or pulsar+ssl://host:port expected)")
+    tls = parsed.scheme == "pulsar+ssl"
+    return parsed.hostname, parsed.port or (6651 if tls else 6650), tls
+
+
+class Runtime:
+    """Connections of one client, the I/O thread and the reconnection thread."""
+
+    def __init__(
+        self,
+        service_url: str,
+        authentication: Authentication | None,
+        operation_timeout: float,
+        connection_timeout: float,
+        tls_trust_certs_file_path: str | None,
+        tls_allow_insecure_connection: bool,
+        tls_validate_hostname: bool,
+        tls_certificate: tuple[str, str] | None,
+        listener_name: str | None,
+    ) -> None:
+        parse_url(service_url)
+        self.service_url = service_url.split(",")[0].rstrip("/")
+        self.auth = authentication or Authentication()
+        self.operation_timeout = operation_timeout
+        self.connection_timeout = connection_timeout
+        self.listener_name = listener_name
+        self._tls = (tls_trust_certs_file_path, tls_allow_insecure_connection, tls_validate_hostname)
+        self._tls_certificate = tls_certificate or self.auth.tls_certificate
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)
+        self.closed = False
+        self._links: dict[str, Link] = {}
+        self._results: dict[tuple[int, int], Response] = {}
+        self._waiting: set[tuple[int, int]] = set()
+        self._connect_lock = threading.Lock()
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._woken = False
+        #: When the I/O thread will wake at the latest (the lock held to read or write it).
+        self._planned = 0.0
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._callbacks: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._reconnects: queue.SimpleQueue[ProducerCore | ConsumerCore | None] = queue.SimpleQueue()
+        #: Called (under the lock) when a consumer core (by ``id``) queued messages: the asyncio shell's wake-ups.
+        self.ready_hooks: dict[int, Callable[[], None]] = {}
+        self._next_id = 0
+        self._threads = [
+            threading.Thread(target=self._io_loop, name="pulsar-txn-io", daemon=True),
+            threading.Thread(target=self._callback_loop, name="pulsar-txn-callbacks", daemon=True),
+            threading.Thread(target=self._reconnect_loop, name="pulsar-txn-reconnect", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    @staticmethod
+    def now() -> float:
+        return time.monotonic()
+
+    def next_id(self) -> int:
+        """A producer/consumer id unique within this client."""
+        with self.lock:
+            self._next_id += 1
+            return self._next_id
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise AlreadyClosed("the client is closed")
+
+    # -- waking and waiting ------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Have the I/O thread write what the cores queued."""
+        if not self._woken:
+            self._woken = True
+            with contextlib.suppress(OSError):
+                self._wake_w.send(b"x")
+
+    def kick(self, *cores: ProducerCore | ConsumerCore) -> None:
+        """Write what ``cores`` queued now (the lock held), from the calling thread: a send costs no hop through the
+        I/O thread. The I/O thread is woken only for what could not be written or for a timer due earlier than it
+        planned to wake."""
+        wake = False
+        for core in cores:
+            conn = core.conn
+            if conn is None:
+                continue
+            if conn.has_output:
+                link = conn.owner
+                self._transmit(link)
+                wake = wake or bool(link.out)
+            due = core.poll_timeout()
+            if due is not None and due < self._planned:
+                wake = True
+        if wake:
+            self.wake()
+
+    def _send_now(self, link: Link) -> None:
+        self._transmit(link)
+        if link.out:
+            self.wake()
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float | None) -> bool:
+        """Wait (the lock held) until ``predicate()``; False if ``timeout`` seconds passed first."""
+        deadline = None if timeout is None else self.now() + timeout
+        while not predicate():
+            if self.closed:
+                raise AlreadyClosed("the client is closed")
+            if deadline is None:
+                self.cond.wait(1.0)
+            else:
+                remaining = deadline - self.now()
+                if remaining <= 0:
+                    return False
+                self.cond.wait(min(remaining, 1.0))
+        return True
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        trust, insecure, validate = self._tls
+        context = ssl.create_default_context(cafile=trust)
+        context.check_hostname = validate and not insecure
+        if insecure:
+            context.verify_mode = ssl.CERT_NONE
+        if self._tls_certificate:
+            context.load_cert_chain(*self._tls_certificate)
+        return context
+
+    def connection(self, url: str | None = None) -> Link:
+        """The ready connection to ``url`` (default: the service URL), opened if needed."""
+        url = (url or self.service_url).rstrip("/")
+        with self._connect_lock:
+            self.check_open()
+            with self.lock:
+                link = self._links.get(url)
+            if link is None or link.core.state is ConnectionState.CLOSED:
+                link = self._open(url)
+        with self.lock:
+            self.wait_for(lambda: link.core.state is not ConnectionState.CONNECTING, None)
+            if link.core.state is ConnectionState.CLOSED:
+                raise link.core.error or ConnectError(f"cannot connect to {url}")
+        return link
+
+    def _open(self, url: str) -> Link:
+        host, port, tls = parse_url(url)
+        try:
+            sock = socket.create_connection((host, port), timeout=self.connection_timeout)
+        except OSError as exc:
+            raise ConnectError(f"cannot connect to {url}: {exc}") from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls:
+            try:
+                sock = self._ssl_context().wrap_socket(sock, server_hostname=host)
+            except ssl.SSLCertVerificationError as exc:
+                sock.close()
+                raise TlsVerificationError(f"TLS handshake with {url} failed: {exc}") from None
+            except (OSError, ssl.SSLError) as exc:
+                sock.close()
+                raise ConnectError(f"TLS handshake with {url} failed: {exc}") from None
+        sock.setblocking(False)
+        auth = self.auth
+        with self.lock:
+            core = Connection(url, self.now(), lambda: (auth.method, auth.data()), self.operation_timeout)
+            link = Link(sock, core)
+            core.owner = link
+            self._links[url] = link
+            self._selector.register(sock, selectors.EVENT_READ, link)
+            self.wake()
+        return link
+
+    def request(self, link: Link, kind: int, timeout: float | None = None, **fields: Any) -> Any:
+        """Send a request on ``link`` and wait for its answer's sub-message (its error raised)."""
+        with self.lock:
+            self.check_open()
+            request_id = link.core.request(kind, self.now(), timeout, **fields)
+            key = (link.id, request_id)
+            self._waiting.add(key)
+            self._dispatch(link)
+            self._send_now(link)
+            try:
+                self.wait_for(lambda: key in self._results, None)
+            finally:
+                self._waiting.discard(key)
+            response = self._results.pop(key)
+        if response.error is not None:
+            raise response.error
+        assert response.command is not None
+        return payload_of(response.command)
+
+    def wait_request(self, link: Link, request_id: int) -> Any:
+        """Wait (the lock held) for a request a core made."""
+        key = (link.id, request_id)
+        self._waiting.add(key)
+        self._dispatch(link)
+        self._send_now(link)
+        try:
+            self.wait_for(lambda: key in self._results, None)
+        finally:
+            self._waiting.discard(key)
+        response = self._results.pop(key)
+        if response.error is not None:
+            raise response.error
+        return payload_of(response.command)
+
+    def retrying(self, operation: Callable[[], Any], timeout: float | None = None) -> Any:
+        """Run ``operation`` again on a retryable error (lost connection, service not ready) for up to the operation
+        timeout."""
+        deadline = self.now() + (self.operation_timeout if timeout is None else timeout)
+        delay = 0.05
+        while True:
+            try:
+                return operation()
+            except RETRYABLE as exc:
+                if isinstance(exc, TlsVerificationError) or self.closed or self.now() + delay >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def lookup(self, topic: str) -> Link:
+        """The connection to the broker serving ``topic`` (a partition or non-partitioned topic)."""
+        topic = full_topic_name(topic)
+        url, authoritative = self.service_url, False
+        tls = parse_url(self.service_url)[2]
+        for _ in range(MAX_REDIRECTS):
+            fields: dict[str, Any] = {"topic": topic, "authoritative": authoritative}
+            if self.listener_name:
+                fields["advertised_listener_name"] = self.listener_name
+            response = self.request(self.connection(url), T.LOOKUP, **fields)
+            target = (response.brokerServiceUrlTls if tls else response.brokerServiceUrl) or url
+            if response.response == 1:  # Connect
+                if response.proxy_through_service_url:
+                    return self.connection()
+                return self.connection(target)
+            url, authoritative = target, response.authoritative
+        raise PulsarException(f"too many lookup redirects for {topic}")
+
+    def partitions(self, topic: str) -> int:
+        """Partition count of ``topic`` (0: not partitioned)."""
+        response = self.retrying(
+            lambda: self.request(self.connection(), T.PARTITIONED_METADATA, topic=full_topic_name(topic))
+        )
+        return response.partitions
+
+    # -- registering producers and consumers ---------------------------------------------------
+
+    def register_producer(self, core: ProducerCore) -> None:
+        """Look the topic up and register ``core`` there (PRODUCER); entries in flight are sent again."""
+        link = self.lookup(core.topic)
+        producer_id = self.next_id()
+        response = self.request(link, T.PRODUCER, **core.producer_command(producer_id))
+        with self.lock:
+            if core.closed:
+                return
+            core.attach(link.core, producer_id, response, self.now())
+            self.kick(core)
+
+    def register_consumer(self, core: ConsumerCore) -> None:
+        """Look the topic up and register ``core`` there (SUBSCRIBE), then grant its queue as permits."""
+        link = self.lookup(core.topic)
+        consumer_id = self.next_id()
+        with self.lock:
+            fields = core.subscribe_command(consumer_id)
+        self.request(link, T.SUBSCRIBE, **fields)
+        with self.lock:
+            if core.closed:
+                return
+            core.attach(link.core, consumer_id)
+            self.kick(core)
+
+    def link_of(self, core: ProducerCore | ConsumerCore) -> Link | None:
+        """The link a core is attached to."""
+        conn = core.conn
+        return None if conn is None else conn.owner
+
+    # -- the I/O thread -------------------------------------------------------------------------
+
+    def _io_loop(self) -> None:
+        while True:
+            with self.lock:
+                if self.closed and not any(link.out for link in self._links.values()):
+                    break
+                now = self.now()
+                due = [t for link in self._links.values() if (t := link.core.poll_timeout()) is not None]
+                timeout = max(0.0, min([*due, now + 1.0]) - now)
+                self._planned = now + timeout
+                for link in self._links.values():
+                    self._transmit(link)
+                    if link.sock.fileno() >= 0:
+                        with contextlib.suppress(KeyError, ValueError):
+                            self._selector.modify(
+                                link.sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if link.out else 0), link
+                            )
+                tls_pending = any(
+                    isinstance(link.sock, ssl.SSLSocket) and link.sock.pending() for link in self._links.values()
+                )
+            ready = self._selector.select(0 if tls_pending else timeout)
+            with self.lock:
+                now = self.now()
+                readable = {key.data for key, mask in ready if key.data is not None and mask & selectors.EVENT_READ}
+                if any(key.data is None for key, _ in ready):
+                    with contextlib.suppress(OSError):
+                        while self._wake_r.recv(4096):
+                            pass
+                    self._woken = False
+                for link in list(self._links.values()):
+                    if link in readable or (isinstance(link.sock, ssl.SSLSocket) and link.sock.pending()):
+                        self._read(link, now)
+                    link.core.handle_timeout(now)
+                    self._dispatch(link)
+                    self._transmit(link)
+                    if link.core.state is ConnectionState.CLOSED and not link.out:
+                        self._drop(link)
+                self.cond.notify_all()
+        for link in list(self._links.values()):
+            self._drop(link)
+
+    def _read(self, link: Link, now: float) -> None:
+        while True:
+            try:
+                data = link.sock.recv(1 << 20)
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                return
+            except OSError as exc:
+                link.core.close(ConnectError(f"connection to {link.core.url} lost: {exc}"))
+                return
+            link.core.handle_bytes(data, now)
+            if not data or link.core.state is ConnectionState.CLOSED:
+                return
+
+    def _transmit(self, link: Link) -> None:
+        data = link.core.poll_transmit()
+        if data:
+            link.out += data
+        while link.out:
+            try:
+                sent = link.sock.send(link.out[: 1 << 20])
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                return
+            except OSError as exc:
+                link.out.clear()
+                link.core.close(ConnectError(f"connection to {link.core.url} lost: {exc}"))
+                self._dispatch(link)
+                return
+            del link.out[:sent]
+
+    def _drop(self, link: Link) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(link.sock)
+        with contextlib.suppress(OSError):
+            link.sock.close()
+        if self._links.get(link.core.url.rstrip("/")) is link:
+            del self._links[link.core.url.rstrip("/")]
+
+    def _dispatch(self, link: Link) -> None:
+        """Turn the events of ``link``'s core into results, callbacks and reconnections (the lock held)."""
+        while (event := link.core.poll_event()) is not None:
+            if isinstance(event, SendDone):
+                token = event.token
+                if isinstance(token, Waiter):
+                    token.done, token.message_id, token.error = True, event.message_id, event.error
+                elif token is not None:
+                    self._callbacks.put(lambda t=token, e=event: t(e.message_id, e.error))
+            elif isinstance(event, Response):
+                key = (link.id, event.request_id)
+                if key in self._waiting:
+                    self._results[key] = event
+            elif isinstance(event, HandleClosed):
+                if not event.handle.closed and not self.closed:
+                    self._reconnects.put(event.handle)
+            elif isinstance(event, Closed):
+                log.info("connection to %s closed: %s", link.core.url, event.error)
+            elif isinstance(event, MessagesReady):
+                hook = self.ready_hooks.get(id(event.consumer))
+                if hook is not None:
+                    hook()
+            elif isinstance(event, Connected):
+                pass
+        self.cond.notify_all()
+
+    def call_back(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` on the callback thread."""
+        self._callbacks.put(callback)
+
+    def callbacks_done(self) -> None:
+        """Wait until the callbacks queued so far have run (unless called from a callback)."""
+        if threading.current_thread() is self._threads[1] or self.closed:
+            return
+        done = threading.Event()
+        self._callbacks.put(done.set)
+        done.wait()
+
+    def _callback_loop(self) -> None:
+        while (callback := self._callbacks.get()) is not None:
+            try:
+                callback()
+            except Exception:
+                log.exception("a send callback raised")
+
+    def _reconnect_loop(self) -> None:
+        while (core := self._reconnects.get()) is not None:
+            delay = 0.1
+            while not (core.closed or self.closed):
+                try:
+                    if isinstance(core, ProducerCore):
+                        self.register_producer(core)
+                    else:
+                        self.register_consumer(core)
+                    break
+                except TopicNotFound:
+                    log.warning("topic %s is gone; %s stops reconnecting", core.topic, type(core).__name__)
+                    break
+                except (PulsarException, OSError) as exc:
+                    log.info("registering again on %s failed (%s); retrying in %.1f s", core.topic, exc, delay)
+                    if isinstance(core, ProducerCore):
+                        with self.lock:
+                            for event in core.expire(self.now()):
+                                if isinstance(event.token, Waiter):
+                                    event.token.done, event.token.error = True, event.error
+                                elif event.token is not None:
+                                    self._callbacks.put(lambda t=event.token, e=event.error: t(None, e))
+                            self.cond.notify_all()
+                    time.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+
+    def close(self) -> None:
+        """Close every connection and stop the threads."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            for link in self._links.values():
+                link.core.close(AlreadyClosed("the client is closed"))
+                self._dispatch(link)
+            self.cond.notify_all()
+            self.wake()
+        self._callbacks.put(None)
+        self._reconnects.put(None)
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(5)
+
+
+__all__ = ["Link", "Runtime", "Timeout", "Waiter"]

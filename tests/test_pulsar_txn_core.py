@@ -1,0 +1,215 @@
+"""pulsar_txn's sans-I/O core on simulated time: no socket, no thread, no sleep. The test plays the broker with the
+project's wire codec: it decodes what the core transmits and feeds it encoded answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from pulsar_txn.core.connection import Closed, Connected, Connection, HandleClosed, SendDone
+from pulsar_txn.core.consumer import ConsumerConfig, ConsumerCore
+from pulsar_txn.core.producer import OutMessage, ProducerConfig, ProducerCore
+from pulsar_txn.core.transaction import TransactionCore, TxnId, TxnState
+from pulsar_txn.exceptions import ConnectError, InvalidTxnStatusError, Timeout, TopicNotFound
+from wire.batch import build_batch, split_batch
+from wire.commands import frame, make
+from wire.framing import FrameDecoder, encode_payload_command, make_body, parse_body
+from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata, ServerError, SingleMessageMetadata
+
+T = BaseCommand
+
+
+class Broker:
+    """Decodes what a core transmits."""
+
+    def __init__(self) -> None:
+        self.decoder = FrameDecoder()
+
+    def read(self, conn: Connection) -> list:
+        return list(self.decoder.feed(conn.poll_transmit()))
+
+
+def events(conn: Connection) -> list:
+    out = []
+    while (event := conn.poll_event()) is not None:
+        out.append(event)
+    return out
+
+
+def connected(now: float = 0.0) -> tuple[Connection, Broker]:
+    conn = Connection("pulsar://sim:6650", now)
+    broker = Broker()
+    [connect] = broker.read(conn)
+    assert connect.command.type == T.CONNECT
+    conn.handle_bytes(frame(T.CONNECTED, server_version="sim", protocol_version=21), now)
+    assert isinstance(events(conn)[0], Connected)
+    return conn, broker
+
+
+def test_requests_are_answered_or_time_out() -> None:
+    conn, broker = connected()
+    first = conn.request(T.LOOKUP, 0.0, topic="a")
+    second = conn.request(T.LOOKUP, 0.0, topic="b")
+    sent = broker.read(conn)
+    assert [f.command.lookupTopic.topic for f in sent] == ["a", "b"]
+    conn.handle_bytes(
+        frame(T.LOOKUP_RESPONSE, request_id=first, response=2, error=ServerError.TopicNotFound, message="no"), 1.0
+    )
+    [answer] = events(conn)
+    assert answer.request_id == first and isinstance(answer.error, TopicNotFound)
+    assert conn.poll_timeout() == 30.0
+    conn.handle_timeout(29.9)
+    assert events(conn) == []
+    conn.handle_timeout(30.0)
+    [late] = events(conn)
+    assert late.request_id == second and isinstance(late.error, Timeout)
+
+
+def test_keepalive_pings_then_closes() -> None:
+    conn, broker = connected()
+    conn.handle_timeout(30.0)
+    assert [f.command.type for f in broker.read(conn)] == [T.PING]
+    conn.handle_bytes(frame(T.PONG), 31.0)  # an answer resets the timer
+    conn.handle_timeout(60.0)
+    assert broker.read(conn) == []
+    conn.handle_timeout(61.0)
+    assert [f.command.type for f in broker.read(conn)] == [T.PING]
+    conn.handle_timeout(91.0)
+    [closed] = events(conn)
+    assert isinstance(closed, Closed) and isinstance(closed.error, ConnectError)
+
+
+def test_broker_pings_are_answered_and_a_garbled_frame_closes() -> None:
+    conn, broker = connected()
+    conn.handle_bytes(frame(T.PING), 1.0)
+    assert [f.command.type for f in broker.read(conn)] == [T.PONG]
+    conn.handle_bytes(b"\x00\x00\x00\x05\x00\x00\x00\x09xxxxx", 2.0)
+    assert isinstance(events(conn)[-1], Closed)
+
+
+def _producer(conn: Connection, **config: object) -> ProducerCore:
+    core = ProducerCore("persistent://public/default/t", -1, ProducerConfig(**config), 0.0)
+    response = make(T.PRODUCER_SUCCESS, request_id=1, producer_name="p-1", last_sequence_id=-1).producer_success
+    core.attach(conn, 7, response, 0.0)
+    return core
+
+
+def test_batches_leave_at_the_publish_delay_and_receipts_name_each_message() -> None:
+    conn, broker = connected()
+    core = _producer(conn, batching_enabled=True, batching_max_publish_delay_ms=10)
+    core.send(OutMessage(b"a", token="A", properties={"k": "v"}), 0.0)
+    core.send(OutMessage(b"b", token="B", partition_key="key"), 0.001)
+    assert broker.read(conn) == []
+    assert conn.poll_timeout() == pytest.approx(0.010)
+    conn.handle_timeout(0.010)
+    [send] = broker.read(conn)
+    assert send.command.send.num_messages == 2 and send.command.send.highest_sequence_id == 1
+    body = parse_body(send.body)
+    singles = split_batch(body.payload, body.metadata.num_messages_in_batch)
+    assert [(s.sequence_id, p) for s, p in singles] == [(0, b"a"), (1, b"b")]
+    assert singles[1][0].partition_key == "key"
+    conn.handle_bytes(
+        frame(
+            T.SEND_RECEIPT,
+            producer_id=7,
+            sequence_id=0,
+            highest_sequence_id=1,
+            message_id={"ledgerId": 3, "entryId": 9},
+        ),
+        0.02,
+    )
+    done = events(conn)
+    assert [(e.token, e.message_id) for e in done] == [("A", (3, 9, -1, 0, 2)), ("B", (3, 9, -1, 1, 2))]
+    assert core.pending_count == 0
+
+
+def test_entries_in_flight_are_sent_again_after_a_reconnection_and_time_out() -> None:
+    conn, broker = connected()
+    core = _producer(conn, send_timeout_millis=5000)
+    core.send(OutMessage(b"x", token="X"), 0.0)
+    assert len(broker.read(conn)) == 1
+    conn.close(ConnectError("gone"))
+    assert any(isinstance(e, HandleClosed) and e.handle is core for e in events(conn))
+    assert core.conn is None
+    again, broker2 = connected(1.0)
+    response = make(T.PRODUCER_SUCCESS, request_id=1, producer_name="p-1", last_sequence_id=-1).producer_success
+    core.attach(again, 8, response, 1.0)
+    [resent] = broker2.read(again)
+    assert resent.command.send.producer_id == 8 and resent.command.send.sequence_id == 0
+    again.handle_timeout(5.0)
+    [failed] = [e for e in events(again) if isinstance(e, SendDone)]
+    assert failed.token == "X" and isinstance(failed.error, Timeout)
+
+
+def _message(consumer_id: int, entry: int, payloads: list[bytes], epoch: int | None = None) -> bytes:
+    meta = MessageMetadata(producer_name="p", sequence_id=entry, publish_time=1)
+    if len(payloads) > 1:
+        meta.num_messages_in_batch = len(payloads)
+        payload = build_batch((SingleMessageMetadata(payload_size=len(p)), p) for p in payloads)
+    else:
+        payload = payloads[0]
+    fields: dict[str, object] = {"consumer_id": consumer_id, "message_id": {"ledgerId": 1, "entryId": entry}}
+    if epoch is not None:
+        fields["consumer_epoch"] = epoch
+    return encode_payload_command(make(T.MESSAGE, **fields), make_body(meta, payload))
+
+
+def test_consumer_permits_epochs_and_batch_acks() -> None:
+    conn, broker = connected()
+    core = ConsumerCore("persistent://public/default/t", -1, ConsumerConfig("s", receiver_queue_size=4))
+    core.attach(conn, 5)
+    [flow] = broker.read(conn)
+    assert flow.command.flow.messagePermits == 4
+    conn.handle_bytes(_message(5, 0, [b"a", b"b"], epoch=0) + _message(5, 1, [b"c"], epoch=0), 0.0)
+    assert [m.payload for m in core.incoming] == [b"a", b"b", b"c"]
+    first = core.take()
+    second = core.take()
+    [flow] = broker.read(conn)  # half the queue consumed: the permits go back
+    assert flow.command.flow.messagePermits == 2
+    core.ack(first.position, first.batch_size, first.batch, False, 0.0)
+    assert broker.read(conn) == []  # the batch is acknowledged once all its messages are
+    core.ack(second.position, second.batch_size, second.batch, False, 0.0)
+    assert broker.read(conn) == []  # acknowledgements are grouped for 100 ms
+    conn.handle_timeout(0.1)
+    [ack] = broker.read(conn)
+    assert ack.command.ack.message_id[0].entryId == 0
+    core.redeliver_all()
+    sent = broker.read(conn)
+    assert sent[0].command.type == T.REDELIVER_UNACKNOWLEDGED_MESSAGES
+    assert sent[0].command.redeliverUnacknowledgedMessages.consumer_epoch == 1
+    assert not core.incoming
+    conn.handle_bytes(_message(5, 1, [b"c"], epoch=0), 0.1)  # dispatched before the request: dropped
+    assert not core.incoming
+    conn.handle_bytes(_message(5, 1, [b"c"], epoch=1), 0.2)
+    assert [m.payload for m in core.incoming] == [b"c"]
+
+
+def test_negative_acks_wait_their_delay() -> None:
+    conn, broker = connected()
+    core = ConsumerCore("persistent://public/default/t", -1, ConsumerConfig("s", negative_ack_redelivery_delay_ms=1000))
+    core.attach(conn, 5)
+    broker.read(conn)
+    core.negative_ack(1, 4, 10.0)
+    assert conn.poll_timeout() == 11.0
+    conn.handle_timeout(10.5)
+    assert broker.read(conn) == []
+    conn.handle_timeout(11.0)
+    [redeliver] = broker.read(conn)
+    assert [m.entryId for m in redeliver.command.redeliverUnacknowledgedMessages.message_ids] == [4]
+
+
+def test_transaction_state_machine() -> None:
+    txn = TransactionCore(TxnId(1, 2), 1000, opened_at=100.0)
+    txn.check_open(100.9)
+    assert txn.state(101.0) is TxnState.TIME_OUT
+    with pytest.raises(InvalidTxnStatusError):
+        txn.check_open(101.0)
+    with pytest.raises(InvalidTxnStatusError):
+        txn.begin_end(True, 101.0)
+    txn.begin_end(False, 101.0)  # an abort is still allowed
+    txn.ended(False, ok=True)
+    assert txn.state(102.0) is TxnState.ABORTED
+    failed = TransactionCore(TxnId(1, 3), 60000, opened_at=0.0)
+    failed.failed_sends = 1
+    with pytest.raises(InvalidTxnStatusError):
+        failed.begin_end(True, 1.0)
+    assert failed.state(1.0) is TxnState.ERROR
