@@ -1,1 +1,1 @@
-"""The conformance suite's pytest side (see README.md); the scenario catalogue itself is ``pulsar_txn_proxy.conformance``."""
+"""The conformance suite's pytest side (see README.md); the catalogue is ``pulsar_txn_proxy.conformance``."""
