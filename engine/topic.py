@@ -268,9 +268,10 @@ class Topic(ProducerHost):
         return self.last_confirmed + 1 if found is None else found
 
     def first_entry_id(self) -> int:
-        """The first entry still stored (the next one to be written if the log is empty)."""
+        """The first entry still stored; if none is, the first one after the committed log (entries staged for the
+        commit in flight count: a subscription created at the earliest position must not start after them)."""
         first = self.store.first_entry_id(self.topic_id)
-        return self.next_entry_id if first < 0 else first
+        return self.last_confirmed + 1 if first < 0 else first
 
     # -- producers -----------------------------------------------------------------------------
 
