@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container demo spark-cluster-demo conformance crash-loop fuzz model clean
+.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container demo spark-cluster-demo conformance crash-loop fuzz model sim clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,12 @@ crash-loop: $(VENV)/.installed-test
 ## examples run and the failures (ARGS="--service-url pulsar://host:6650" runs it against a broker, without restarts)
 model: $(VENV)/.installed-test
 	$(BIN)/python -m tests.model_run --minutes 30 $(ARGS)
+
+## sim: the deterministic simulation of the whole server (tests/sim), 100,000 seeded fault scenarios on every core;
+## ARGS="--seeds N --first-seed S" for fewer, "--seed S --print-trace-hash" to replay one, "--list-mutations",
+## "--mutation NAME" to run with a defect put back
+sim: $(VENV)/.installed-test
+	$(BIN)/python -m tests.sim $(ARGS)
 
 ## bench-compare: this endpoint and a Pulsar standalone side by side with pulsar-perf; rewrites bench/RESULTS.md
 bench-compare: $(VENV)/.installed-test
