@@ -91,7 +91,7 @@ def shrink(options: Options, mutation: str | None) -> tuple[Options, Result]:
         while getattr(best, name) > floor:
             smaller = max(floor, getattr(best, name) // 2)
             candidate = best.replace(**{name: smaller})
-            if name == "workers" and smaller == 1 and best.ctp_sub == "Failover":
+            if name == "workers" and smaller == 1 and best.ctp_sub in ("Failover", "Key_Shared"):
                 candidate = candidate.replace(ctp_sub="Shared")
             attempt = fails(candidate)
             if attempt is None:

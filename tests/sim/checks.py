@@ -47,6 +47,11 @@ def check(world: World, audit: dict[str, list[tuple[int, Message]]], actors: lis
             fail(f"isolation: {message.key} of unknown transaction {message.txn} delivered on {delivery.sub}")
         elif rec.state == "aborted":
             fail(f"isolation: {message.key} of aborted transaction {message.txn} delivered on {delivery.sub}")
+        elif not any((rec.txn, key) in seen for key in rec.keys):
+            fail(
+                f"isolation: {message.key} of transaction {message.txn} ({rec.state}) sent to {delivery.sub} at "
+                f"{message.sent_at:.3f}, and the transaction ended aborted"
+            )
         elif rec.commit_sent_at is None or rec.commit_sent_at > message.sent_at:
             fail(
                 f"isolation: {message.key} of transaction {message.txn} sent to {delivery.sub} at "

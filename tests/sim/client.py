@@ -7,6 +7,7 @@ a request the connection lost resolves to :data:`LOST`, one unanswered in time t
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
@@ -152,6 +153,9 @@ class Connection:
         self.consumers: dict[int, Callable[[Message], None]] = {}
         self.closed = Future()
         self._connected: Future | None = None
+        #: (deadline, table, key) of what is awaited, oldest first, and the one timer that expires them.
+        self._deadlines: deque[tuple[float, dict[Any, Future], Any]] = deque()
+        self._sweeper: Any = None
 
     # -- life ----------------------------------------------------------------------------------
 
@@ -177,6 +181,10 @@ class Connection:
 
     def connection_lost(self, reason: str) -> None:
         self.alive = False
+        self._deadlines.clear()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         requests, self.requests = self.requests, {}
         receipts, self.receipts = self.receipts, {}
         if self._connected is not None:
@@ -192,7 +200,7 @@ class Connection:
 
     # -- requests ------------------------------------------------------------------------------
 
-    def request(self, kind: int, timeout: float = OPERATION_TIMEOUT, **fields: Any) -> Future:
+    def request(self, kind: int, **fields: Any) -> Future:
         """Send a request with a fresh request id; resolves to its answer, LOST or TIMEOUT."""
         future = Future()
         if not self.alive:
@@ -202,13 +210,25 @@ class Connection:
         request_id = self._next_request
         self.requests[request_id] = future
         self.send(frame(kind, request_id=request_id, **fields))
-        self.sched.call_later(timeout, self._time_out, request_id)
+        self._expire(self.requests, request_id)
         return future
 
-    def _time_out(self, request_id: int) -> None:
-        future = self.requests.pop(request_id, None)
-        if future is not None:
-            future.resolve(TIMEOUT)
+    def _expire(self, table: dict[Any, Future], key: Any) -> None:
+        """Resolve ``table[key]`` to TIMEOUT if it is still awaited after the operation timeout."""
+        self._deadlines.append((self.sched.now + OPERATION_TIMEOUT, table, key))
+        if self._sweeper is None:
+            self._sweeper = self.sched.call_at(self._deadlines[0][0], self._sweep)
+
+    def _sweep(self) -> None:
+        self._sweeper = None
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= self.sched.now:
+            _, table, key = deadlines.popleft()
+            future = table.pop(key, None)
+            if future is not None:
+                future.resolve(TIMEOUT)
+        if deadlines and self.alive:
+            self._sweeper = self.sched.call_at(deadlines[0][0], self._sweep)
 
     def publish(
         self, producer_id: int, producer_name: str, sequence_id: int, key: str, txn: tuple[int, int] | None
@@ -219,7 +239,10 @@ class Connection:
             future.resolve(LOST)
             return future
         metadata = MessageMetadata(
-            producer_name=producer_name, sequence_id=sequence_id, publish_time=int(self.world.wall_ms())
+            producer_name=producer_name,
+            sequence_id=sequence_id,
+            publish_time=int(self.world.wall_ms()),
+            partition_key=key,
         )
         fields: dict[str, Any] = {"producer_id": producer_id, "sequence_id": sequence_id, "num_messages": 1}
         if txn is not None:
@@ -227,13 +250,8 @@ class Connection:
             metadata.txnid_most_bits, metadata.txnid_least_bits = txn
         self.receipts[(producer_id, sequence_id)] = future
         self.send(encode_payload_command(make(T.SEND, **fields), make_body(metadata, key.encode())))
-        self.sched.call_later(OPERATION_TIMEOUT, self._receipt_timed_out, (producer_id, sequence_id))
+        self._expire(self.receipts, (producer_id, sequence_id))
         return future
-
-    def _receipt_timed_out(self, key: tuple[int, int]) -> None:
-        future = self.receipts.pop(key, None)
-        if future is not None:
-            future.resolve(TIMEOUT)
 
     def send_flow(self, consumer_id: int, permits: int) -> None:
         self.send(frame(T.FLOW, consumer_id=consumer_id, messagePermits=permits))

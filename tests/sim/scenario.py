@@ -93,11 +93,11 @@ class Options:
             seed=seed,
             partitions=partitions,
             coordinators=rng.randint(2, 4),
-            messages=rng.randint(50, 90),
-            txn_batches=rng.randint(6, 15),
+            messages=rng.randint(40, 70),
+            txn_batches=rng.randint(5, 12),
             workers=workers,
-            ctp_sub=rng.choice(["Shared", "Failover"]) if workers > 1 else rng.choice(["Shared", "Exclusive"]),
-            batch=rng.randint(1, 6),
+            ctp_sub=rng.choice(["Shared", "Failover", "Key_Shared"] if workers > 1 else ["Shared", "Exclusive"]),
+            batch=rng.randint(2, 6),
             abort_rate=rng.choice([0.0, 0.1, 0.3]),
             stall_rate=rng.choice([0.0, 0.05, 0.15]),
             ttl_ms=rng.choice([5_000, 10_000, 30_000]),
@@ -655,28 +655,33 @@ class PlainConsumer(Subscriber):
             if not self.inbox:
                 yield self.wait(conn)
                 continue
-            index, message = self.inbox.pop(0)
+            index = self.inbox[0][0]
+            taken = [m for i, m in self.inbox if i == index]
+            self.inbox = [(i, m) for i, m in self.inbox if i != index]
             if self.rng.random() < o.nack_rate:
                 conn.send_redeliver(index)
-                self.inbox = [(i, m) for i, m in self.inbox if i != index]
                 continue
+            if o.cumulative:
+                taken = [max(taken, key=lambda m: m.entry)]
             answer = yield conn.request(
                 T.ACK,
                 consumer_id=index,
                 ack_type=CommandAck.Cumulative if o.cumulative else CommandAck.Individual,
-                message_id=[{"ledgerId": message.ledger, "entryId": message.entry}],
+                message_id=[{"ledgerId": m.ledger, "entryId": m.entry} for m in taken],
             )
             if not failed(answer):
-                self.world.history.plain_acks.append(
-                    (
-                        self.world.sched.now,
-                        partition(IN, index),
-                        message.entry,
-                        o.cumulative,
-                        hash((self.name, self.consumer_serial)),
-                        self.world.incarnation,
+                consumer = hash((self.name, self.consumer_serial))
+                for message in taken:
+                    self.world.history.plain_acks.append(
+                        (
+                            self.world.sched.now,
+                            partition(IN, index),
+                            message.entry,
+                            o.cumulative,
+                            consumer,
+                            self.world.incarnation,
+                        )
                     )
-                )
 
 
 class TransformWorker(Subscriber):
@@ -730,7 +735,7 @@ class TransformWorker(Subscriber):
                 ]
             )
             futures = []
-            for index, message in taken:
+            for _, message in taken:
                 out = hash_partition(message.key, o.partitions)
                 key = f"o:{message.key}"
                 rec.keys.append(key)
@@ -739,12 +744,13 @@ class TransformWorker(Subscriber):
                 send = SendRec(key, partition(OUT, out), name, self.producers.take(out), rec.txn)
                 self.world.history.sends[f"{key}@{rec.txn}"] = send
                 futures.append(conn.publish(out, name, send.seq, key, rec.txn))
+            for index in ins:
                 futures.append(
                     conn.request(
                         T.ACK,
                         consumer_id=index,
                         ack_type=CommandAck.Individual,
-                        message_id=[{"ledgerId": message.ledger, "entryId": message.entry}],
+                        message_id=[{"ledgerId": m.ledger, "entryId": m.entry} for i, m in taken if i == index],
                         txnid_most_bits=rec.txn[0],
                         txnid_least_bits=rec.txn[1],
                     )
