@@ -38,6 +38,8 @@ SETTLE_SECONDS = 45.0
 #: Seconds the audit consumer reads before the checks.
 AUDIT_SECONDS = 15.0
 Task = Generator[Future, Any, None]
+#: Permits a consumer gives at first, and again (half of it) each time it received half of it.
+FLOW_PERMITS = 1000
 
 
 @dataclass
@@ -578,6 +580,8 @@ class Subscriber(Actor):
         super().__init__(world, name)
         self.consumer_serial = 0
         self.inbox: list[tuple[int, Message]] = []
+        #: Messages each consumer (by partition) received since it subscribed.
+        self.received: dict[int, int] = {}
         self._waiter: Future | None = None
 
     def wake(self) -> None:
@@ -592,10 +596,11 @@ class Subscriber(Actor):
         conn.closed.then(waiter.resolve)
         return waiter
 
-    def subscribe(self, conn: Connection, topic: str, permits: int = 1000) -> Generator[Future, Any, bool]:
+    def subscribe(self, conn: Connection, topic: str, permits: int = FLOW_PERMITS) -> Generator[Future, Any, bool]:
         o = self.world.options
         self.consumer_serial += 1
         serial = self.consumer_serial
+        self.received = {}
         for index in range(o.partitions):
             conn.consumers[index] = lambda m, i=index, s=serial: self._got(i, s, m)
         answers = yield gather(
@@ -624,7 +629,13 @@ class Subscriber(Actor):
         world.history.deliveries.append(
             Delivery(world.sched.now, self.sub, topic, hash((self.name, serial)), world.incarnation, message)
         )
+        if any(i == index and m.entry == message.entry for i, m in self.inbox):
+            return  # delivered again while still waiting here: the clients drop such duplicates
         self.inbox.append((index, message))
+        received = self.received.get(index, 0) + 1
+        self.received[index] = received
+        if received % (FLOW_PERMITS // 2) == 0 and self.conn is not None:
+            self.conn.send_flow(index, FLOW_PERMITS // 2)
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
@@ -758,7 +769,8 @@ class TransformWorker(Subscriber):
             answers += yield gather(futures)
             if any(failed(a) for a in answers):
                 yield from self.txns.abandon(conn, rec)
-                self.lost()
+                if conn.alive:
+                    continue  # the inputs come back when the transaction ends (aborted, or timed out)
                 return
             if self.rng.random() < o.stall_rate and not self.world.healed:
                 # A worker that stalls past its transaction's timeout (a fault: none after the faults stop).
@@ -766,11 +778,8 @@ class TransformWorker(Subscriber):
                 if not conn.alive:
                     return
             commit = self.rng.random() >= o.abort_rate
-            ok = yield from self.txns.end(conn, rec, commit)
-            if not ok or not commit:
-                # Inputs come back through redelivery; start over so they reach a consumer that has permits.
-                self.lost()
-                return
+            yield from self.txns.end(conn, rec, commit)
+            # Inputs of a transaction that did not commit come back when it ends (aborted, or timed out).
 
 
 def hash_partition(key: str, partitions: int) -> int:
