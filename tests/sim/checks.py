@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
+#: Seconds of a running server with room on its disk after which an acknowledgement must have been stored.
+STORE_SECONDS = 5.0
+
 if TYPE_CHECKING:
     from tests.sim.client import Message
     from tests.sim.scenario import World
@@ -89,6 +92,17 @@ def check(world: World, audit: dict[str, list[tuple[int, Message]]], actors: lis
                 continue
             if d.message.entry == entry or (cumulative and d.message.entry <= entry):
                 fail(f"acknowledged: entry {entry} of {topic.rsplit('/', 1)[-1]} acked at {when:.3f} came back")
+    # ...nor, once the server had time to store them, after a restart.
+    for when, topic, entry, cumulative, _, incarnation in h.plain_acks:
+        if not h.quiet(when, when + STORE_SECONDS):
+            continue
+        for d in by_sub[("plain", topic)]:
+            if d.incarnation > incarnation and (d.message.entry == entry or (cumulative and d.message.entry <= entry)):
+                fail(
+                    f"acknowledged: entry {entry} of {topic.rsplit('/', 1)[-1]} acked at {when:.3f}, with "
+                    f"{STORE_SECONDS:g} s to store it, came back after a restart"
+                )
+                break
     ctp = [d for d in h.deliveries if d.sub == "ctp"]
     for rec in h.txns.values():
         if rec.state != "committed" or not rec.acked:

@@ -256,9 +256,12 @@ class Connection:
     def send_flow(self, consumer_id: int, permits: int) -> None:
         self.send(frame(T.FLOW, consumer_id=consumer_id, messagePermits=permits))
 
-    def send_redeliver(self, consumer_id: int) -> None:
-        """Negative acknowledgement of everything the consumer holds."""
-        self.send(frame(T.REDELIVER_UNACKNOWLEDGED_MESSAGES, consumer_id=consumer_id))
+    def send_redeliver(self, consumer_id: int, ids: list[tuple[int, int]] | None = None) -> None:
+        """Negative acknowledgement of the messages ``ids`` (ledger, entry) of a consumer, or of all it holds."""
+        fields: dict[str, Any] = {"consumer_id": consumer_id}
+        if ids:
+            fields["message_ids"] = [{"ledgerId": ledger, "entryId": entry} for ledger, entry in ids]
+        self.send(frame(T.REDELIVER_UNACKNOWLEDGED_MESSAGES, **fields))
 
     # -- what arrives --------------------------------------------------------------------------
 

@@ -169,6 +169,23 @@ class History:
         self.deliveries: list[Delivery] = []
         #: plain acks answered: (time, topic, entry, cumulative, consumer, incarnation)
         self.plain_acks: list[tuple[float, str, int, bool, int, int]] = []
+        #: when the server crashed; when the disk became full (True) or had room again (False)
+        self.crashes: list[float] = []
+        self.disk_changes: list[tuple[float, bool]] = []
+
+    def quiet(self, start: float, end: float) -> bool:
+        """Whether the server ran with room on its disk from ``start`` to ``end`` (no crash, no full disk)."""
+        if any(start < t <= end for t in self.crashes):
+            return False
+        full = False
+        for when, state in self.disk_changes:
+            if when > end:
+                break
+            if when <= start:
+                full = state
+            elif state:
+                return False
+        return not full
 
 
 # -- the world -----------------------------------------------------------------------------------
@@ -251,6 +268,7 @@ class World:
         if server is None:
             return
         self.trace(b"K", reason.encode())
+        self.history.crashes.append(self.sched.now)
         self.counters["crash"] += 1
         if server.commits.in_flight:
             self.counters["crash with a commit in flight"] += 1
@@ -280,6 +298,7 @@ class World:
     def _disk_full(self, full: bool) -> None:
         self.trace(b"D", b"full" if full else b"free")
         self.disk.set_full(full)
+        self.history.disk_changes.append((self.sched.now, full))
 
     def _reset(self, actor: str) -> None:
         conn = self.actors.get(actor)
@@ -769,17 +788,25 @@ class TransformWorker(Subscriber):
             answers += yield gather(futures)
             if any(failed(a) for a in answers):
                 yield from self.txns.abandon(conn, rec)
-                if conn.alive:
-                    continue  # the inputs come back when the transaction ends (aborted, or timed out)
-                return
+                if not conn.alive:
+                    return
+                self.give_back(conn, taken)
+                continue
             if self.rng.random() < o.stall_rate and not self.world.healed:
                 # A worker that stalls past its transaction's timeout (a fault: none after the faults stop).
                 yield sleep(self.world.sched, o.ttl_ms / 1000 + self.rng.uniform(0.5, 5.0))
                 if not conn.alive:
                     return
             commit = self.rng.random() >= o.abort_rate
-            yield from self.txns.end(conn, rec, commit)
-            # Inputs of a transaction that did not commit come back when it ends (aborted, or timed out).
+            ok = yield from self.txns.end(conn, rec, commit)
+            if not (ok and commit) and conn.alive:
+                self.give_back(conn, taken)
+
+    def give_back(self, conn: Connection, taken: list[tuple[int, Message]]) -> None:
+        """Negatively acknowledge inputs whose transaction did not commit (as the clients do when one aborts): they
+        come back once no transaction holds them."""
+        for index in sorted({i for i, _ in taken}):
+            conn.send_redeliver(index, [(m.ledger, m.entry) for i, m in taken if i == index])
 
 
 def hash_partition(key: str, partitions: int) -> int:
