@@ -94,7 +94,7 @@ def check(world: World, audit: dict[str, list[tuple[int, Message]]], actors: lis
                 fail(f"acknowledged: entry {entry} of {topic.rsplit('/', 1)[-1]} acked at {when:.3f} came back")
     # ...nor, once the server had time to store them, after a restart.
     for when, topic, entry, cumulative, _, incarnation in h.plain_acks:
-        if not h.quiet(when, when + STORE_SECONDS):
+        if not h.had_time_to_store(when, STORE_SECONDS):
             continue
         for d in by_sub[("plain", topic)]:
             if d.incarnation > incarnation and (d.message.entry == entry or (cumulative and d.message.entry <= entry)):

@@ -173,19 +173,23 @@ class History:
         self.crashes: list[float] = []
         self.disk_changes: list[tuple[float, bool]] = []
 
-    def quiet(self, start: float, end: float) -> bool:
-        """Whether the server ran with room on its disk from ``start`` to ``end`` (no crash, no full disk)."""
-        if any(start < t <= end for t in self.crashes):
-            return False
-        full = False
-        for when, state in self.disk_changes:
-            if when > end:
-                break
-            if when <= start:
+    def had_time_to_store(self, when: float, seconds: float) -> bool:
+        """Whether, after ``when`` and before the next crash, the server ran ``seconds`` in a row with room on its
+        disk (a commit that failed for want of room is retried within that time)."""
+        crash = min((t for t in self.crashes if t > when), default=float("inf"))
+        full, free_since = False, when
+        for at, state in self.disk_changes:
+            if at <= when:
                 full = state
-            elif state:
-                return False
-        return not full
+                continue
+            if at >= crash:
+                break
+            if not full and state and at - free_since >= seconds:
+                return True
+            if full and not state:
+                free_since = at
+            full = state
+        return not full and crash - max(free_since, when) >= seconds
 
 
 # -- the world -----------------------------------------------------------------------------------
