@@ -267,21 +267,26 @@ class World:
         server.links.append(link)
         return link
 
-    def crash(self, reason: str) -> None:
+    def crash(self, reason: str, final: bool = False) -> None:
+        """Kill the server; it restarts after a while (``final``: at once, and it is not counted as a fault)."""
         server = self.server
         if server is None:
             return
         self.trace(b"K", reason.encode())
         self.history.crashes.append(self.sched.now)
-        self.counters["crash"] += 1
-        if server.commits.in_flight:
-            self.counters["crash with a commit in flight"] += 1
-        if server.commits.written_not_done:
-            self.counters["crash between a write and its callbacks"] += 1
+        if not final:
+            self.counters["crash"] += 1
+            if server.commits.in_flight:
+                self.counters["crash with a commit in flight"] += 1
+            if server.commits.written_not_done:
+                self.counters["crash between a write and its callbacks"] += 1
         self.timed_out += sum(c.stats.timed_out for c in server.broker.coordinators.coordinators)
         self.server = None
         server.crash()
-        self.sched.call_later(self.rng.uniform(0.2, 3.0), self.start_server)
+        if final:
+            self.start_server()
+        else:
+            self.sched.call_later(self.rng.uniform(0.2, 3.0), self.start_server)
 
     def take_write_crash(self) -> str | None:
         mode, self._write_crash = self._write_crash, None
@@ -346,6 +351,9 @@ def signed(value: int) -> int:
 class Actor:
     """A client that reconnects whenever its connection is lost."""
 
+    #: Whether it runs once the workload stopped (the audit).
+    after_stop = False
+
     def __init__(self, world: World, name: str) -> None:
         self.world = world
         self.name = name
@@ -368,7 +376,7 @@ class Actor:
 
     def run(self) -> Task:
         while not self.done:
-            if self.world.stopping and not isinstance(self, Auditor):
+            if self.world.stopping and not self.after_stop:
                 self.done = True
                 break
             ok = yield from self.connect()
@@ -376,7 +384,7 @@ class Actor:
                 yield from self.session()
             if not self.done:
                 yield self.world.backoff(self.rng)
-        if self.conn is not None and self.conn.alive and not isinstance(self, Auditor):
+        if self.conn is not None and self.conn.alive and not self.after_stop:
             self.conn.abort(f"{self.name} stops")
 
     def session(self) -> Task:
@@ -821,6 +829,7 @@ class Auditor(Subscriber):
     """At the end: reads every partition of both topics from the start through the audit subscription."""
 
     sub = AUDIT
+    after_stop = True
 
     def __init__(self, world: World, topic: str) -> None:
         super().__init__(world, f"audit-{topic[-3:]}")
@@ -830,6 +839,27 @@ class Auditor(Subscriber):
         conn = self.conn
         assert conn is not None
         ok = yield from self.subscribe(conn, self.topic, permits=100_000)
+        if not ok:
+            self.lost()
+            return
+        self.done = True
+
+
+class Leftover(Subscriber):
+    """After the final restart: a new consumer of a workload's subscription, that only records what it gets (what
+    was acknowledged must not come back)."""
+
+    after_stop = True
+
+    def __init__(self, world: World, sub: str, sub_type: int) -> None:
+        super().__init__(world, f"leftover-{sub}")
+        self.sub = sub
+        self.sub_type = sub_type
+
+    def session(self) -> Task:
+        conn = self.conn
+        assert conn is not None
+        ok = yield from self.subscribe(conn, IN)
         if not ok:
             self.lost()
             return
@@ -865,8 +895,12 @@ class Scenario:
             if isinstance(actor, Subscriber):
                 actor.wake()
         world.sched.run_until(world.sched.now + SETTLE_SECONDS)
+        # A last crash: the audit reads what the disk kept, and acknowledged messages must not come back.
+        world.crash("final crash", final=True)
+        world.sched.run_until(world.sched.now + 1.0)
         auditors = [Auditor(world, IN), Auditor(world, OUT)]
-        for auditor in auditors:
+        leftovers = [Leftover(world, "plain", actors[2].sub_type), Leftover(world, "ctp", actors[-1].sub_type)]
+        for auditor in [*auditors, *leftovers]:
             auditor.start()
         world.sched.run_until(world.sched.now + AUDIT_SECONDS)
         if world.server is not None:
