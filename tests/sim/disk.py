@@ -11,8 +11,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from engine.store import Store
+from engine.store import StagedWrites, Store
 
+#: What a commit appends to the WAL while the disk is full (more than a page: it needs a new one).
+PAGE_BYTES = 8192
 #: SQLite's default (and largest) page limit: no limit in practice.
 UNLIMITED_PAGES = 1_073_741_823
 
@@ -69,11 +71,23 @@ class SimDisk:
 
 
 class SimStore(Store):
-    """The production store, its two connections being the simulated disk's one connection."""
+    """The production store, its two connections being the simulated disk's one connection.
 
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._sim_db = db
+    On a real disk the store's WAL grows with every commit, so a full disk fails every group commit; an in-memory
+    database rewrites a row in place. So while the disk is full, each group commit also appends a page to a table of
+    its own, which SQLite refuses with ``SQLITE_FULL`` (and the commit with it).
+    """
+
+    def __init__(self, disk: SimDisk) -> None:
+        self._disk = disk
+        self._sim_db = disk.open()
         super().__init__(":memory:")
+        self._sim_db.execute("CREATE TABLE IF NOT EXISTS sim_wal_growth (page BLOB NOT NULL)")
 
     def _connect(self, path: Path | str) -> sqlite3.Connection:  # type: ignore[override]
         return self._sim_db
+
+    def write(self, staged: StagedWrites) -> None:
+        if self._disk.full:
+            staged.ops.append(("INSERT INTO sim_wal_growth VALUES (zeroblob(?))", (PAGE_BYTES,)))
+        super().write(staged)

@@ -75,6 +75,9 @@ class Options:
     resets: list[tuple[float, str]] = field(default_factory=list)
     #: When faults stop.
     heal: float = 120.0
+    #: Seconds the disk is full from the moment both producers are done (0: never), when the consumers acknowledge
+    #: the last messages: the last writes of their cursors fail.
+    late_disk_full: float = 0.0
 
     @classmethod
     def from_seed(cls, seed: int) -> Options:
@@ -116,6 +119,7 @@ class Options:
             disk_full=disk_full,
             resets=resets,
             heal=round(heal, 3),
+            late_disk_full=_late_disk_full(seed),
         )
 
     def describe(self) -> str:
@@ -123,6 +127,12 @@ class Options:
 
     def replace(self, **changes: Any) -> Options:
         return dataclasses.replace(self, **changes)
+
+
+def _late_disk_full(seed: int) -> float:
+    """Drawn apart from the other options, so that adding it changed none of them."""
+    rng = random.Random(seed * 31 + 7)
+    return round(rng.uniform(1.0, 5.0), 3) if rng.random() < 0.3 else 0.0
 
 
 # -- the history ---------------------------------------------------------------------------------
@@ -225,6 +235,7 @@ class World:
         self.healed = False
         #: The workload is over: actors finish what they are doing and stop.
         self.stopping = False
+        self._producers_done = 0
         self.timed_out = 0
 
     # -- basics --------------------------------------------------------------------------------
@@ -308,6 +319,14 @@ class World:
         self.trace(b"D", b"full" if full else b"free")
         self.disk.set_full(full)
         self.history.disk_changes.append((self.sched.now, full))
+
+    def producer_done(self) -> None:
+        """A producer sent all it had; once both did, the disk may fill up for a while (``late_disk_full``)."""
+        self._producers_done += 1
+        seconds = self.options.late_disk_full
+        if self._producers_done == 2 and seconds and self.sched.now + seconds < self.options.heal:
+            self._disk_full(True)
+            self.sched.call_later(seconds, self._disk_full, False)
 
     def _reset(self, actor: str) -> None:
         conn = self.actors.get(actor)
@@ -471,6 +490,7 @@ class SourceProducer(Actor):
         while conn.alive:
             if not self.pending and self.made >= o.messages:
                 self.done = True
+                self.world.producer_done()
                 conn.abort("src done")
                 return
             while len(self.pending) < self.rng.randint(1, 8) and self.made < o.messages:
@@ -568,6 +588,7 @@ class TxnProducer(Actor):
         while conn.alive:
             if self.batches >= o.txn_batches:
                 self.done = True
+                self.world.producer_done()
                 conn.abort("txsrc done")
                 return
             self.batches += 1

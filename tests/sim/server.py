@@ -81,7 +81,7 @@ class SimServer:
         self.world = world
         self.disk = disk
         self.reactor = ServerReactor(world.sched)
-        self.store = SimStore(disk.open())
+        self.store = SimStore(disk)
         self.commits = SimCommits(self, random.Random(world.rng.random()), commit_delay)
         self.broker = Broker(self.store, SimClock(self.reactor), config, self.commits)
         self.service = BrokerService(self.broker, self.reactor, "10.0.0.1", 6650, ConnectionTimeouts())
