@@ -537,6 +537,8 @@ class TxnClient:
         if failed(answer):
             return None
         txn = (answer.newTxnResponse.txnid_most_bits, answer.newTxnResponse.txnid_least_bits)
+        if txn in self.world.history.txns:
+            self.world.fail(f"transaction id {txn} was handed out twice")
         rec = TxnRec(txn, self.kind)
         self.world.history.txns[txn] = rec
         return rec
