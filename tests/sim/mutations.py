@@ -113,6 +113,19 @@ def _earliest_skips_staged() -> Callable[[], None]:
     return lambda: setattr(Topic, "first_entry_id", original)
 
 
+def _txn_ids_reserved_before_stored() -> Callable[[], None]:
+    original = Broker.after_commit
+
+    def after_commit(self: Broker, callback: Callable[[Any], None], value: Any) -> None:
+        if getattr(callback, "__qualname__", "") == "Coordinators.new_txn.<locals>.stored":
+            stored = callback
+            callback = lambda result: stored(None)  # noqa: E731 (reserved, whether the commit stored it or not)
+        original(self, callback, value)
+
+    Broker.after_commit = after_commit  # type: ignore[method-assign]
+    return lambda: setattr(Broker, "after_commit", original)
+
+
 #: name -> (what the defect is, how to inject it: returns how to take it away)
 MUTATIONS: dict[str, tuple[str, Callable[[], Callable[[], None]]]] = {
     "receipt-before-durable": (
@@ -142,6 +155,10 @@ MUTATIONS: dict[str, tuple[str, Callable[[], Callable[[], None]]]] = {
     "acks-lost-by-failed-commit": (
         "the cursors staged with a failed group commit are not written again (their acknowledgements are lost)",
         _acks_lost_by_failed_commit,
+    ),
+    "txn-ids-reserved-before-stored": (
+        "a block of transaction ids counts as reserved even when the commit storing it failed",
+        _txn_ids_reserved_before_stored,
     ),
     "earliest-skips-staged": (
         "a subscription created at the earliest position skips the entries of the commit in flight",
