@@ -41,10 +41,12 @@ def check(world: World, audit: dict[str, list[tuple[int, Message]]], actors: lis
             fail(f"lost: {rec.key} ({rec.producer} sequence {rec.seq}) was receipted ({rec.state}) and is gone")
 
     # Transactions: nothing of an aborted or never-committed one is read; committed ones whole; all or nothing.
+    reported: set[tuple[Any, str, str]] = set()
     for delivery in h.deliveries:
         message = delivery.message
-        if message.txn is None:
+        if message.txn is None or (message.txn, message.key, delivery.sub) in reported:
             continue
+        reported.add((message.txn, message.key, delivery.sub))
         rec = h.txns.get(message.txn)
         if rec is None:
             fail(f"isolation: {message.key} of unknown transaction {message.txn} delivered on {delivery.sub}")
