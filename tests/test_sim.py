@@ -22,13 +22,13 @@ ROOT = Path(__file__).resolve().parent.parent
 SEEDS = range(1, 151)
 #: A seed that each mutation fails (found by ``python -m tests.sim --mutation NAME --stop``).
 CAUGHT_BY = {
-    "receipt-before-durable": 76,
+    "receipt-before-durable": 2,
     "skip-sequence-store": 58,
     "read-past-open-txn": 1,
     "split-commit-marker": 1,
-    "lost-partition-registration": 4,
-    "txn-success-after-failed-commit": 0,
-    "acks-lost-by-failed-commit": 0,
+    "lost-partition-registration": 1,
+    "txn-success-after-failed-commit": 328,
+    "acks-lost-by-failed-commit": 3,
     "earliest-skips-staged": 2,
     "txn-ids-reserved-before-stored": 64,
 }
