@@ -137,7 +137,7 @@ class Broker:
         #: Commits that failed since the last one that succeeded (a full disk), logged when the streak begins and ends.
         self._failed_commits = 0
         self._producer_names = 0
-        self._staged_topics: set[Topic] = set()
+        self._staged_topics: dict[Topic, None] = {}
         self._completions: list[tuple[Callable[[Any], None], Any]] = []
         self._flush_scheduled = False
         self._flush_after_commit = False
@@ -299,7 +299,7 @@ class Broker:
         loaded = self.topics.pop(name.full, None)
         if loaded is not None:
             loaded.close()
-            self._staged_topics.discard(loaded)
+            self._staged_topics.pop(loaded, None)
         del self._records[name.full]
         self.store.delete_topic(name.full, record.topic_id)
         self.stats.storage.forget(record.topic_id)
@@ -354,7 +354,7 @@ class Broker:
 
     def staged(self, topic: Topic) -> None:
         """A topic staged writes; commit them soon."""
-        self._staged_topics.add(topic)
+        self._staged_topics[topic] = None
         self.request_flush()
 
     def after_commit(self, callback: Callable[[Any], None], value: Any) -> None:
@@ -378,7 +378,7 @@ class Broker:
         if self._commit_in_flight:
             self._flush_after_commit = True
             return
-        topics, self._staged_topics = self._staged_topics, set()
+        topics, self._staged_topics = self._staged_topics, {}
         completions, self._completions = self._completions, []
         for topic in topics:
             topic.stage_cursors()
@@ -396,7 +396,7 @@ class Broker:
 
     def _committed(
         self,
-        topics: set[Topic],
+        topics: dict[Topic, None],
         marks: dict[Topic, int],
         completions: list[tuple[Callable[[Any], None], Any]],
         error: BaseException | None,
@@ -418,18 +418,18 @@ class Broker:
             self.request_flush()
 
     def _commit_failed(
-        self, topics: set[Topic], completions: list[tuple[Callable[[Any], None], Any]], error: BaseException
+        self, topics: dict[Topic, None], completions: list[tuple[Callable[[Any], None], Any]], error: BaseException
     ) -> None:
         """Tell the clients whose writes were lost; write the lost acknowledgements again after a pause."""
         # What was staged after this commit builds on it: it is lost too.
         self.store.take_staged()
         lost = topics | self._staged_topics
         completions += self._completions
-        self._staged_topics, self._completions = set(), []
+        self._staged_topics, self._completions = {}, []
         self._failed_commits += 1
         if self._failed_commits == 1:
             log.error("commit failed (%s); its writes are lost and their clients are told, until one succeeds", error)
-        retry = {topic for topic in lost if topic.commit_failed()}
+        retry = {topic: None for topic in lost if topic.commit_failed()}
         if retry:
             self._staged_topics |= retry
             self.clock.call_later(COMMIT_RETRY_SECONDS, self.request_flush)

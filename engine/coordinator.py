@@ -191,7 +191,16 @@ class Coordinators:
             coordinator.reserving = txn.least + SEQUENCE_BLOCK - 1
             self.store.stage_counter(f"tc_sequence_{tc_id}", coordinator.reserving)
             block = coordinator.reserving
-            self.broker.after_commit(lambda _: setattr(coordinator, "reserved", max(coordinator.reserved, block)), None)
+
+            def stored(result: Any) -> None:
+                if isinstance(result, BrokerError):
+                    # The block was not stored (a full disk): the next NEW_TXN reserves one again, and none of its
+                    # ids is answered at once (they would be handed out again after a restart).
+                    coordinator.reserving = coordinator.reserved
+                else:
+                    coordinator.reserved = max(coordinator.reserved, block)
+
+            self.broker.after_commit(stored, None)
         self.broker.after_commit(done, txn)
 
     def add_partitions(

@@ -185,9 +185,9 @@ class Topic(ProducerHost):
         self._persisted_sequences = dict(self._sequences)
         #: ``(namespace policy generation, deduplication on)``, so that a publish need not look the policy up.
         self._deduplication = (-1, False)
-        self._dirty_cursors: set[Subscription] = set()
+        self._dirty_cursors: dict[Subscription, None] = {}
         #: Cursors staged for the commit in flight: written again if it fails.
-        self._cursors_in_flight: set[Subscription] = set()
+        self._cursors_in_flight: dict[Subscription, None] = {}
         for sub_name, state in self.store.cursors(self.topic_id).items():
             loaded = Cursor.loads(state)
             self.subscriptions[sub_name] = Subscription(self, sub_name, SubType.EXCLUSIVE, loaded, durable=True)
@@ -281,9 +281,10 @@ class Topic(ProducerHost):
         return self.last_confirmed + 1 if found is None else found
 
     def first_entry_id(self) -> int:
-        """The first entry still stored (the next one to be written if the log is empty)."""
+        """The first entry still stored; if none is, the first one after the committed log (entries staged for the
+        commit in flight count: a subscription created at the earliest position must not start after them)."""
         first = self.store.first_entry_id(self.topic_id)
-        return self.next_entry_id if first < 0 else first
+        return self.last_confirmed + 1 if first < 0 else first
 
     # -- producers -----------------------------------------------------------------------------
 
@@ -377,7 +378,7 @@ class Topic(ProducerHost):
         if upto > self.last_confirmed:
             self.last_add_ms = now_ms(self.broker.clock)
         self.last_confirmed = max(self.last_confirmed, upto)
-        self._cursors_in_flight = set()
+        self._cursors_in_flight = {}
         self._persisted_sequences.update(self._sequences)
         self._cache.confirm(self.last_confirmed)
         for subscription in list(self.subscriptions.values()):
@@ -390,8 +391,8 @@ class Topic(ProducerHost):
         self.next_entry_id = self.last_confirmed + 1
         self._sequences = dict(self._persisted_sequences)
         self.txn_buffer.rolled_back(self.last_confirmed)
-        self._dirty_cursors |= {s for s in self._cursors_in_flight if self.subscriptions.get(s.name) is s}
-        self._cursors_in_flight = set()
+        self._dirty_cursors |= {s: None for s in self._cursors_in_flight if self.subscriptions.get(s.name) is s}
+        self._cursors_in_flight = {}
         return bool(self._dirty_cursors)
 
     # -- subscriptions -----------------------------------------------------------------------
@@ -450,7 +451,7 @@ class Topic(ProducerHost):
         """Delete a subscription and its durable cursor."""
         if self.subscriptions.get(subscription.name) is subscription:
             del self.subscriptions[subscription.name]
-            self._dirty_cursors.discard(subscription)
+            self._dirty_cursors.pop(subscription, None)
             if subscription.durable:
                 self.store.stage_cursor(self.topic_id, subscription.name, None)
                 self.broker.staged(self)
@@ -458,14 +459,14 @@ class Topic(ProducerHost):
     def cursor_changed(self, subscription: Subscription) -> None:
         """Stage a durable cursor for the next commit."""
         if subscription.durable and self.subscriptions.get(subscription.name) is subscription:
-            self._dirty_cursors.add(subscription)
+            self._dirty_cursors[subscription] = None
             self.broker.staged(self)
 
     def stage_cursors(self) -> None:
         """Write every changed cursor into the store's staging area."""
         for subscription in self._dirty_cursors:
             self.store.stage_cursor(self.topic_id, subscription.name, subscription.cursor.dumps())
-        self._cursors_in_flight, self._dirty_cursors = self._dirty_cursors, set()
+        self._cursors_in_flight, self._dirty_cursors = self._dirty_cursors, {}
 
     def close(self) -> None:
         """Disconnect every producer and consumer (topic unload or deletion)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import struct
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
@@ -146,7 +145,7 @@ class PulsarConnection(protocol.Protocol):
         self.peer = "?"
         self.client_version = ""
         #: When the connection was accepted (epoch milliseconds), for the admin API's stats.
-        self.connected_ms = int(time.time() * 1000)
+        self.connected_ms = now_ms(self.broker.clock)
         #: Sends not answered yet, and whether reading is paused because of them (publish back-pressure).
         self._pending_sends = 0
         self._reading_paused = False

@@ -1,0 +1,304 @@
+"""A simulated Pulsar client written on ``wire/``: one connection, its requests, producers' receipts and consumers'
+messages, driven by generator tasks on simulated time.
+
+A task is a generator that yields :class:`Future` objects and is resumed with their values. Answers are commands;
+a request the connection lost resolves to :data:`LOST`, one unanswered in time to :data:`TIMEOUT`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
+
+from wire.commands import frame, make, payload_of
+from wire.framing import FrameDecoder, ProtocolError, encode_payload_command, make_body, stored_metadata, stored_payload
+from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata
+
+if TYPE_CHECKING:
+    from tests.sim.world import Link, Scheduler
+
+T = BaseCommand
+LOST = "lost"
+TIMEOUT = "timeout"
+#: Seconds a request waits for its answer (the clients' operation timeout).
+OPERATION_TIMEOUT = 30.0
+Task = Generator["Future", Any, None]
+
+
+class Future:
+    """A value to come; callbacks run when it is resolved (only the first resolution counts)."""
+
+    __slots__ = ("_callbacks", "done", "value")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.value: Any = None
+        self._callbacks: list[Callable[[Any], None]] = []
+
+    def resolve(self, value: Any) -> None:
+        if self.done:
+            return
+        self.done, self.value = True, value
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(value)
+
+    def then(self, callback: Callable[[Any], None]) -> None:
+        if self.done:
+            callback(self.value)
+        else:
+            self._callbacks.append(callback)
+
+
+def spawn(sched: Scheduler, task: Task) -> None:
+    """Run a task: each future it yields resumes it, in a call of its own, when resolved."""
+
+    running = False
+
+    def step(value: Any) -> None:
+        nonlocal running
+        while True:
+            running = True
+            try:
+                future = task.send(value)
+            except StopIteration:
+                return
+            finally:
+                running = False
+            if not future.done:
+                future.then(resume)
+                return
+            value = future.value
+
+    def resume(value: Any) -> None:
+        # Resumed from whatever resolved the future (a frame being routed, a timer): run the task at once, unless
+        # it is the task itself that resolved it.
+        if running:
+            sched.call_later(0, step, value)
+        else:
+            step(value)
+
+    sched.call_later(0, step, None)
+
+
+def sleep(sched: Scheduler, seconds: float) -> Future:
+    future = Future()
+    sched.call_later(seconds, future.resolve, None)
+    return future
+
+
+def gather(futures: list[Future]) -> Future:
+    """A future of the values of all of ``futures``, in order."""
+    result = Future()
+    if not futures:
+        result.resolve([])
+        return result
+    left = [len(futures)]
+
+    def one(_: Any) -> None:
+        left[0] -= 1
+        if left[0] == 0:
+            result.resolve([f.value for f in futures])
+
+    for future in futures:
+        future.then(one)
+    return result
+
+
+def failed(answer: Any) -> bool:
+    """Whether an answer is a loss, a timeout or an error."""
+    if not isinstance(answer, BaseCommand):
+        return True
+    if answer.type in (T.ERROR, T.SEND_ERROR):
+        return True
+    payload = payload_of(answer)
+    return "error" in payload.DESCRIPTOR.fields_by_name and payload.HasField("error")
+
+
+class Message:
+    """A message a consumer got."""
+
+    __slots__ = ("entry", "key", "ledger", "producer", "redelivery_count", "sent_at", "sequence_id", "txn")
+
+    def __init__(self, command: Any, body: bytes, sent_at: float) -> None:
+        #: When the server wrote it.
+        self.sent_at = sent_at
+        mid = command.message_id
+        self.ledger, self.entry = mid.ledgerId, mid.entryId
+        self.redelivery_count = command.redelivery_count
+        metadata = stored_metadata(body)
+        self.key = stored_payload(body).decode()
+        self.producer = metadata.producer_name
+        self.sequence_id = metadata.sequence_id
+        txn = None
+        if metadata.HasField("txnid_most_bits") or metadata.HasField("txnid_least_bits"):
+            txn = (metadata.txnid_most_bits, metadata.txnid_least_bits)
+        self.txn = txn
+
+
+class Connection:
+    """One client connection to the simulated server."""
+
+    def __init__(self, world: Any, name: str) -> None:
+        self.world = world
+        self.sched: Scheduler = world.sched
+        self.name = name
+        self.link: Link | None = None
+        self.alive = False
+        self.decoder = FrameDecoder()
+        self._next_request = 0
+        self.requests: dict[int, Future] = {}
+        self.receipts: dict[tuple[int, int], Future] = {}
+        self.consumers: dict[int, Callable[[Message], None]] = {}
+        self.closed = Future()
+        self._connected: Future | None = None
+        #: (deadline, table, key) of what is awaited, oldest first, and the one timer that expires them.
+        self._deadlines: deque[tuple[float, dict[Any, Future], Any]] = deque()
+        self._sweeper: Any = None
+
+    # -- life ----------------------------------------------------------------------------------
+
+    def open(self) -> Future:
+        """CONNECT; resolves to CONNECTED, or LOST."""
+        self._connected = Future()
+        self.link = self.world.connect(self)
+        if self.link is not None:
+            self.alive = True
+            self.send(frame(T.CONNECT, client_version="sim", protocol_version=20))
+            self.sched.call_later(OPERATION_TIMEOUT, self._connect_timed_out)
+        return self._connected
+
+    def _connect_timed_out(self) -> None:
+        if self._connected is not None and not self._connected.done:
+            self.abort("connect timed out")
+
+    def abort(self, reason: str) -> None:
+        if self.link is not None and self.link.open:
+            self.link.reset(reason)
+        else:
+            self.connection_lost(reason)
+
+    def connection_lost(self, reason: str) -> None:
+        self.alive = False
+        self._deadlines.clear()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        requests, self.requests = self.requests, {}
+        receipts, self.receipts = self.receipts, {}
+        if self._connected is not None:
+            self._connected.resolve(LOST)
+        for future in [*requests.values(), *receipts.values()]:
+            future.resolve(LOST)
+        self.consumers.clear()
+        self.closed.resolve(reason)
+
+    def send(self, data: bytes) -> None:
+        if self.alive and self.link is not None:
+            self.link.client_write(data)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def request(self, kind: int, **fields: Any) -> Future:
+        """Send a request with a fresh request id; resolves to its answer, LOST or TIMEOUT."""
+        future = Future()
+        if not self.alive:
+            future.resolve(LOST)
+            return future
+        self._next_request += 1
+        request_id = self._next_request
+        self.requests[request_id] = future
+        self.send(frame(kind, request_id=request_id, **fields))
+        self._expire(self.requests, request_id)
+        return future
+
+    def _expire(self, table: dict[Any, Future], key: Any) -> None:
+        """Resolve ``table[key]`` to TIMEOUT if it is still awaited after the operation timeout."""
+        self._deadlines.append((self.sched.now + OPERATION_TIMEOUT, table, key))
+        if self._sweeper is None:
+            self._sweeper = self.sched.call_at(self._deadlines[0][0], self._sweep)
+
+    def _sweep(self) -> None:
+        self._sweeper = None
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= self.sched.now:
+            _, table, key = deadlines.popleft()
+            future = table.pop(key, None)
+            if future is not None:
+                future.resolve(TIMEOUT)
+        if deadlines and self.alive:
+            self._sweeper = self.sched.call_at(deadlines[0][0], self._sweep)
+
+    def publish(
+        self, producer_id: int, producer_name: str, sequence_id: int, key: str, txn: tuple[int, int] | None
+    ) -> Future:
+        """SEND one message; resolves to its SEND_RECEIPT or SEND_ERROR, LOST or TIMEOUT."""
+        future = Future()
+        if not self.alive:
+            future.resolve(LOST)
+            return future
+        metadata = MessageMetadata(
+            producer_name=producer_name,
+            sequence_id=sequence_id,
+            publish_time=int(self.world.wall_ms()),
+            partition_key=key,
+        )
+        fields: dict[str, Any] = {"producer_id": producer_id, "sequence_id": sequence_id, "num_messages": 1}
+        if txn is not None:
+            fields.update(txnid_most_bits=txn[0], txnid_least_bits=txn[1])
+            metadata.txnid_most_bits, metadata.txnid_least_bits = txn
+        self.receipts[(producer_id, sequence_id)] = future
+        self.send(encode_payload_command(make(T.SEND, **fields), make_body(metadata, key.encode())))
+        self._expire(self.receipts, (producer_id, sequence_id))
+        return future
+
+    def send_flow(self, consumer_id: int, permits: int) -> None:
+        self.send(frame(T.FLOW, consumer_id=consumer_id, messagePermits=permits))
+
+    def send_redeliver(self, consumer_id: int, ids: list[tuple[int, int]] | None = None) -> None:
+        """Negative acknowledgement of the messages ``ids`` (ledger, entry) of a consumer, or of all it holds."""
+        fields: dict[str, Any] = {"consumer_id": consumer_id}
+        if ids:
+            fields["message_ids"] = [{"ledgerId": ledger, "entryId": entry} for ledger, entry in ids]
+        self.send(frame(T.REDELIVER_UNACKNOWLEDGED_MESSAGES, **fields))
+
+    # -- what arrives --------------------------------------------------------------------------
+
+    def data_received(self, data: bytes, sent_at: float) -> None:
+        try:
+            for item in self.decoder.feed(data):
+                self._route(item.command, item.body, sent_at)
+        except ProtocolError as exc:
+            self.world.fail(f"{self.name}: the server sent a malformed frame: {exc}")
+            self.abort("malformed frame")
+
+    def _route(self, command: BaseCommand, body: bytes | None, sent_at: float) -> None:
+        kind = command.type
+        if kind == T.MESSAGE:
+            handler = self.consumers.get(command.message.consumer_id)
+            if handler is not None and body is not None:
+                handler(Message(command.message, body, sent_at))
+            return
+        if kind in (T.SEND_RECEIPT, T.SEND_ERROR):
+            payload = payload_of(command)
+            future = self.receipts.pop((payload.producer_id, payload.sequence_id), None)
+            if future is not None:
+                future.resolve(command)
+            return
+        if kind == T.PING:
+            self.send(frame(T.PONG))
+            return
+        if kind == T.CONNECTED:
+            if self._connected is not None:
+                self._connected.resolve(command)
+            return
+        if kind in (T.CLOSE_PRODUCER, T.CLOSE_CONSUMER):
+            # The server dropped a producer or consumer: start over on a new connection, as simple as it is safe.
+            self.abort(f"server closed a {type(payload_of(command)).__name__}")
+            return
+        payload = payload_of(command)
+        if "request_id" in payload.DESCRIPTOR.fields_by_name:
+            future = self.requests.pop(payload.request_id, None)
+            if future is not None:
+                future.resolve(command)

@@ -1,0 +1,93 @@
+"""The simulated disk: the real :class:`engine.store.Store` on an in-memory SQLite database.
+
+A write reaches the database only by committing (the store writes in whole transactions), so the database holds
+exactly what was made durable; a crash keeps it and throws away the server. The disk fills up for real
+(``PRAGMA max_page_count`` makes SQLite answer ``SQLITE_FULL``), and a crash can interrupt a write half-way
+(a progress handler aborts the transaction, which SQLite rolls back).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from engine.store import StagedWrites, Store
+
+#: What a commit appends to the WAL while the disk is full (more than a page: it needs a new one).
+PAGE_BYTES = 8192
+#: SQLite's default (and largest) page limit: no limit in practice.
+UNLIMITED_PAGES = 1_073_741_823
+
+
+class SimDisk:
+    """The database image that survives crashes, and whether the disk is full."""
+
+    def __init__(self) -> None:
+        self._image: bytes | None = None
+        self.db: sqlite3.Connection | None = None
+        self.full = False
+
+    def open(self) -> sqlite3.Connection:
+        """A connection to what was committed before the last crash (the one server's only connection)."""
+        db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        if self._image is not None:
+            db.deserialize(self._image)
+        self.db = db
+        self._apply_limit()
+        return db
+
+    def crash(self) -> None:
+        """Keep what was committed; the connection dies with the server."""
+        db = self.db
+        if db is None:
+            return
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        self._image = db.serialize()
+        db.close()
+        self.db = None
+
+    def set_full(self, full: bool) -> None:
+        self.full = full
+        self._apply_limit()
+
+    def _apply_limit(self) -> None:
+        if self.db is None:
+            return
+        if self.full:
+            pages = self.db.execute("PRAGMA page_count").fetchone()[0]
+            self.db.execute(f"PRAGMA max_page_count = {max(pages, 1)}")
+        else:
+            self.db.execute(f"PRAGMA max_page_count = {UNLIMITED_PAGES}")
+
+    def interrupt_next_write(self, steps: int) -> None:
+        """Abort the write about to run after ``steps`` SQLite VM steps (a crash inside one write)."""
+        assert self.db is not None
+        self.db.set_progress_handler(lambda: 1, steps)
+
+    def clear_interrupt(self) -> None:
+        if self.db is not None:
+            self.db.set_progress_handler(None, 0)
+
+
+class SimStore(Store):
+    """The production store, its two connections being the simulated disk's one connection.
+
+    On a real disk the store's WAL grows with every commit, so a full disk fails every group commit; an in-memory
+    database rewrites a row in place. So while the disk is full, each group commit also appends a page to a table of
+    its own, which SQLite refuses with ``SQLITE_FULL`` (and the commit with it).
+    """
+
+    def __init__(self, disk: SimDisk) -> None:
+        self._disk = disk
+        self._sim_db = disk.open()
+        super().__init__(":memory:")
+        self._sim_db.execute("CREATE TABLE IF NOT EXISTS sim_wal_growth (page BLOB NOT NULL)")
+
+    def _connect(self, path: Path | str) -> sqlite3.Connection:  # type: ignore[override]
+        return self._sim_db
+
+    def write(self, staged: StagedWrites) -> None:
+        if self._disk.full:
+            staged.ops.append(("INSERT INTO sim_wal_growth VALUES (zeroblob(?))", (PAGE_BYTES,)))
+        super().write(staged)

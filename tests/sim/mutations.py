@@ -1,0 +1,182 @@
+"""Mutations: real defects (most of them fixed once) put back into the running server, to show that the checks
+catch them. Each one patches the production code in this process only, for one run, and takes the patch away after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from engine.broker import Broker
+from engine.coordinator import Coordinators
+from engine.store import Store
+from engine.topic import Topic
+from engine.transactions import TxnAction
+from engine.txn_buffer import TransactionBuffer
+from proxy.connection import PulsarConnection
+
+#: Seconds between the two halves of a split commit marker.
+SPLIT_MARKER_SECONDS = 2.0
+
+
+def _receipt_before_durable() -> Callable[[], None]:
+    original = Broker.after_commit
+
+    def after_commit(self: Broker, callback: Callable[[Any], None], value: Any) -> None:
+        func = getattr(callback, "func", None)
+        if getattr(func, "__func__", None) is PulsarConnection.receipt and isinstance(value, int):
+            callback(value)  # the receipt, before the entry is durable
+            return
+        original(self, callback, value)
+
+    Broker.after_commit = after_commit  # type: ignore[method-assign]
+    return lambda: setattr(Broker, "after_commit", original)
+
+
+def _skip_sequence_store() -> Callable[[], None]:
+    original = Store.stage_sequence
+    Store.stage_sequence = lambda self, topic_id, producer, sequence_id: None  # type: ignore[method-assign]
+    return lambda: setattr(Store, "stage_sequence", original)
+
+
+def _read_past_open_txn() -> Callable[[], None]:
+    original = TransactionBuffer.__dict__["max_read_position"]
+    TransactionBuffer.max_read_position = property(lambda self: self.topic.last_confirmed)  # type: ignore[assignment]
+    return lambda: setattr(TransactionBuffer, "max_read_position", original)
+
+
+def _split_commit_marker() -> Callable[[], None]:
+    original = TransactionBuffer.end
+    ended: dict[Any, int] = {}
+
+    def end(self: TransactionBuffer, txn: Any, action: TxnAction, low_water_mark: int) -> None:
+        count = ended.get(txn, 0)
+        ended[txn] = count + 1
+        if count == 0 or action is not TxnAction.COMMIT:
+            original(self, txn, action, low_water_mark)
+            return
+
+        def later() -> None:
+            original(self, txn, action, low_water_mark)
+            self.topic.broker.request_flush()
+
+        self.topic.clock.call_later(SPLIT_MARKER_SECONDS, later)
+
+    TransactionBuffer.end = end  # type: ignore[method-assign]
+    return lambda: setattr(TransactionBuffer, "end", original)
+
+
+def _lost_partition_registration() -> Callable[[], None]:
+    original = Coordinators._enlist_partition
+
+    def enlist(self: Coordinators, meta: Any, partition: str, given: str | None = None) -> None:
+        if partition not in meta.partitions:
+            meta.partitions.append(partition)  # in memory only: no record in the coordinator's log
+
+    Coordinators._enlist_partition = enlist  # type: ignore[method-assign]
+    return lambda: setattr(Coordinators, "_enlist_partition", original)
+
+
+def _success_after_failed_commit() -> Callable[[], None]:
+    original = Broker.after_commit
+
+    def after_commit(self: Broker, callback: Callable[[Any], None], value: Any) -> None:
+        if getattr(callback, "__qualname__", "") == "TransactionCommands._run.<locals>.done":
+            answer = callback
+            callback = lambda result: answer(None)  # noqa: E731 (success whatever the commit did)
+        original(self, callback, value)
+
+    Broker.after_commit = after_commit  # type: ignore[method-assign]
+    return lambda: setattr(Broker, "after_commit", original)
+
+
+def _acks_lost_by_failed_commit() -> Callable[[], None]:
+    original = Topic.commit_failed
+
+    def commit_failed(self: Topic) -> bool:
+        self._cursors_in_flight = {}  # the cursors staged with the failed commit are not written again
+        return original(self)
+
+    Topic.commit_failed = commit_failed  # type: ignore[method-assign]
+    return lambda: setattr(Topic, "commit_failed", original)
+
+
+def _earliest_skips_staged() -> Callable[[], None]:
+    original = Topic.first_entry_id
+
+    def first_entry_id(self: Topic) -> int:
+        first = self.store.first_entry_id(self.topic_id)
+        return self.next_entry_id if first < 0 else first
+
+    Topic.first_entry_id = first_entry_id  # type: ignore[method-assign]
+    return lambda: setattr(Topic, "first_entry_id", original)
+
+
+def _txn_ids_reserved_before_stored() -> Callable[[], None]:
+    original = Broker.after_commit
+
+    def after_commit(self: Broker, callback: Callable[[Any], None], value: Any) -> None:
+        if getattr(callback, "__qualname__", "") == "Coordinators.new_txn.<locals>.stored":
+            stored = callback
+            callback = lambda result: stored(None)  # noqa: E731 (reserved, whether the commit stored it or not)
+        original(self, callback, value)
+
+    Broker.after_commit = after_commit  # type: ignore[method-assign]
+    return lambda: setattr(Broker, "after_commit", original)
+
+
+#: name -> (what the defect is, how to inject it: returns how to take it away)
+MUTATIONS: dict[str, tuple[str, Callable[[], Callable[[], None]]]] = {
+    "receipt-before-durable": (
+        "a SEND's receipt goes out when the entry is staged, before its commit is durable",
+        _receipt_before_durable,
+    ),
+    "skip-sequence-store": (
+        "producers' highest sequence ids are never written to the store (deduplication forgets them on restart)",
+        _skip_sequence_store,
+    ),
+    "read-past-open-txn": (
+        "the transaction buffer's max read position moves past open transactions",
+        _read_past_open_txn,
+    ),
+    "split-commit-marker": (
+        "a multi-partition commit writes its markers in two commits, seconds apart",
+        _split_commit_marker,
+    ),
+    "lost-partition-registration": (
+        "a partition registered in a transaction is not written to the coordinator's log (a crash loses it)",
+        _lost_partition_registration,
+    ),
+    "txn-success-after-failed-commit": (
+        "END_TXN (and ADD_*_TO_TXN) answer success although the commit they waited for failed",
+        _success_after_failed_commit,
+    ),
+    "acks-lost-by-failed-commit": (
+        "the cursors staged with a failed group commit are not written again (their acknowledgements are lost)",
+        _acks_lost_by_failed_commit,
+    ),
+    "txn-ids-reserved-before-stored": (
+        "a block of transaction ids counts as reserved even when the commit storing it failed",
+        _txn_ids_reserved_before_stored,
+    ),
+    "earliest-skips-staged": (
+        "a subscription created at the earliest position skips the entries of the commit in flight",
+        _earliest_skips_staged,
+    ),
+}
+
+
+@contextlib.contextmanager
+def injected(name: str | None) -> Iterator[None]:
+    """Run the body with the mutation ``name`` (None: none) in the code."""
+    if name is None:
+        yield
+        return
+    if name not in MUTATIONS:
+        raise KeyError(f"unknown mutation {name!r}; --list-mutations lists them")
+    undo = MUTATIONS[name][1]()
+    try:
+        yield
+    finally:
+        undo()

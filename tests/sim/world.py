@@ -1,0 +1,314 @@
+"""Simulated time and network: one event queue drives the server's reactor, its engine clock and the clients.
+
+Nothing here reads the wall clock. Events due at the same simulated time run in the order they were scheduled, so a
+run is a function of its seed alone.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.address import IPv4Address
+from twisted.internet.error import ConnectionDone, ConnectionLost
+from twisted.python.failure import Failure
+
+#: Wall-clock time (epoch seconds) at simulated time 0: what the engine records as publish and open times.
+EPOCH = 1_800_000_000.0
+
+
+class Call:
+    """A scheduled call (Twisted's ``IDelayedCall`` as far as the server and ``LoopingCall`` use it)."""
+
+    __slots__ = ("args", "called", "cancelled", "fn", "sched", "time")
+
+    def __init__(self, sched: Scheduler, when: float, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
+        self.sched = sched
+        self.time = when
+        self.fn = fn
+        self.args = args
+        self.cancelled = False
+        self.called = False
+
+    def getTime(self) -> float:  # noqa: N802 (Twisted's name)
+        return self.time
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def active(self) -> bool:
+        return not (self.cancelled or self.called)
+
+    def reset(self, seconds_from_now: float) -> None:
+        self.sched.push(self, self.sched.now + seconds_from_now)
+
+    def delay(self, seconds: float) -> None:
+        self.reset(self.time - self.sched.now + seconds)
+
+
+class Scheduler:
+    """Simulated monotonic time (seconds since the start of the run) and the queue of calls due."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._queue: list[tuple[float, int, Call]] = []
+        self._order = 0
+        self.events = 0
+
+    def call_at(self, when: float, fn: Callable[..., object], *args: Any) -> Call:
+        call = Call(self, when, fn, args)
+        self.push(call, when)
+        return call
+
+    def push(self, call: Call, when: float) -> None:
+        """(Re)schedule ``call`` at ``when`` (an earlier entry of it in the queue no longer counts)."""
+        call.time = max(when, self.now)
+        self._order += 1
+        heapq.heappush(self._queue, (call.time, self._order, call))
+
+    def call_later(self, delay: float, fn: Callable[..., object], *args: Any) -> Call:
+        return self.call_at(self.now + max(delay, 0.0), fn, *args)
+
+    def next_time(self) -> float | None:
+        while self._queue and (self._queue[0][2].cancelled or self._queue[0][0] != self._queue[0][2].time):
+            heapq.heappop(self._queue)
+        return self._queue[0][0] if self._queue else None
+
+    def run_until(self, until: float, stop: Callable[[], bool] | None = None) -> None:
+        """Run every call due up to ``until`` (or until ``stop()`` is true), then move time to ``until``."""
+        queue = self._queue
+        while queue and queue[0][0] <= until:
+            when, _, call = heapq.heappop(queue)
+            if call.cancelled or when != call.time:
+                continue
+            self.now = when
+            call.called = True
+            self.events += 1
+            call.fn(*call.args)
+            if stop is not None and stop():
+                return
+        self.now = max(self.now, until)
+
+
+class ServerReactor:
+    """What the server sees as its reactor (and, through :class:`SimClock`, its engine clock).
+
+    Every call it schedules is remembered, so that a crash can drop them all: nothing of a crashed server runs again.
+    """
+
+    def __init__(self, sched: Scheduler) -> None:
+        self.sched = sched
+        self._calls: list[Call] = []
+
+    def seconds(self) -> float:
+        return self.sched.now
+
+    def callLater(self, delay: float, fn: Callable[..., object], *args: Any, **kwargs: Any) -> Call:  # noqa: N802
+        if kwargs:
+            call = self.sched.call_later(delay, lambda: fn(*args, **kwargs))
+        else:
+            call = self.sched.call_later(delay, fn, *args)
+        calls = self._calls
+        calls.append(call)
+        if len(calls) > 4096:
+            self._calls = [c for c in calls if c.active()]
+        return call
+
+    def getDelayedCalls(self) -> list[Call]:  # noqa: N802
+        return [c for c in self._calls if c.active()]
+
+    def crash(self) -> None:
+        """Cancel everything the server scheduled."""
+        for call in self._calls:
+            call.cancel()
+        self._calls = []
+
+
+class SimClock:
+    """The engine's :class:`engine.clock.Clock` on simulated time, scheduling through the server's reactor."""
+
+    def __init__(self, reactor: ServerReactor) -> None:
+        self._reactor = reactor
+
+    def now(self) -> float:
+        return EPOCH + self._reactor.sched.now
+
+    def monotonic(self) -> float:
+        return self._reactor.sched.now
+
+    def call_later(self, delay: float, fn: Callable[[], object]) -> Call:
+        return self._reactor.callLater(delay, fn)
+
+
+class NetworkFaults:
+    """Seeded network behaviour of every link: latency, jitter, short reads and stalls."""
+
+    def __init__(self, rng: random.Random, latency: float, jitter: float, short_reads: float, stalls: float) -> None:
+        self.rng = rng
+        self.latency = latency
+        self.jitter = jitter
+        self.short_reads = short_reads
+        self.stalls = stalls
+        self.enabled = True
+
+    def delay(self) -> float:
+        if not self.enabled:
+            return self.latency
+        extra = self.rng.random() * self.jitter
+        if self.stalls and self.rng.random() < self.stalls:
+            extra += self.rng.uniform(0.5, 4.0)
+        return self.latency + extra
+
+    def pieces(self, data: bytes) -> list[bytes]:
+        if not self.enabled or len(data) < 2 or self.rng.random() >= self.short_reads:
+            return [data]
+        size = len(data)
+        cuts = sorted({self.rng.randrange(1, size) for _ in range(self.rng.randint(1, 3))})
+        return [data[a:b] for a, b in zip([0, *cuts], [*cuts, size], strict=True)]
+
+
+class ClientEnd:
+    """What a link delivers to on the client side."""
+
+    def data_received(self, data: bytes, sent_at: float) -> None:
+        """Bytes the server wrote at ``sent_at`` arrived."""
+
+    def connection_lost(self, reason: str) -> None: ...
+
+
+class Link:
+    """One TCP connection between a simulated client and the server: two ordered byte streams with seeded delays and
+    short reads, which either side (or a fault) may close or reset."""
+
+    def __init__(self, world: Any, protocol: Any, client: ClientEnd, port: int) -> None:
+        self.world = world
+        self.sched: Scheduler = world.sched
+        self.faults: NetworkFaults = world.net
+        self.protocol = protocol
+        self.client = client
+        self.open = True
+        self.server_reading = True
+        self._held: list[bytes] = []
+        self._to_server_at = 0.0
+        self._to_client_at = 0.0
+        self.transport = ServerTransport(self, port)
+        protocol.makeConnection(self.transport)
+
+    # -- client -> server --------------------------------------------------------------------
+
+    def client_write(self, data: bytes) -> None:
+        if not self.open:
+            return
+        at = max(self.sched.now + self.faults.delay(), self._to_server_at)
+        self._to_server_at = at
+        for piece in self.faults.pieces(data):
+            self.sched.call_at(at, self._deliver_to_server, piece)
+
+    def _deliver_to_server(self, data: bytes) -> None:
+        if not self.open:
+            return
+        if not self.server_reading:
+            self._held.append(data)
+            return
+        self.world.trace(b"S", data)
+        self.protocol.dataReceived(data)
+
+    def resume_server_reading(self) -> None:
+        self.server_reading = True
+        held, self._held = self._held, []
+        for data in held:
+            self._deliver_to_server(data)
+
+    # -- server -> client --------------------------------------------------------------------
+
+    def server_write(self, data: bytes) -> None:
+        if not self.open:
+            return
+        at = max(self.sched.now + self.faults.delay(), self._to_client_at)
+        self._to_client_at = at
+        sent_at = self.sched.now
+        for piece in self.faults.pieces(data):
+            self.sched.call_at(at, self._deliver_to_client, piece, sent_at)
+
+    def _deliver_to_client(self, data: bytes, sent_at: float) -> None:
+        if self.open:
+            self.world.trace(b"C", data)
+            self.client.data_received(data, sent_at)
+
+    # -- closing -----------------------------------------------------------------------------
+
+    def server_close(self) -> None:
+        """The server closed: the client gets what was written first, then the FIN."""
+        at = max(self.sched.now, self._to_client_at)
+        self.sched.call_at(at, self.reset, "closed by the server", False)
+
+    def client_close(self) -> None:
+        at = max(self.sched.now, self._to_server_at)
+        self.sched.call_at(at, self.reset, "closed by the client", False)
+
+    def reset(self, reason: str = "reset", abort: bool = True) -> None:
+        """Both ends learn that the connection is gone; nothing in flight arrives."""
+        if not self.open:
+            return
+        self.open = False
+        self.world.trace(b"X", reason.encode())
+        failure = Failure(ConnectionLost(reason) if abort else ConnectionDone(reason))
+        self.protocol.connectionLost(failure)
+        self.client.connection_lost(reason)
+
+    def vanish(self) -> None:
+        """The server process died: the client sees a reset; the dead server's objects are not told."""
+        if self.open:
+            self.open = False
+            self.world.trace(b"X", b"server crashed")
+            self.client.connection_lost("server crashed")
+
+
+class ServerTransport:
+    """The server end of a :class:`Link`: the transport methods :class:`proxy.connection.PulsarConnection` calls."""
+
+    def __init__(self, link: Link, port: int) -> None:
+        self.link = link
+        self._peer = IPv4Address("TCP", "10.0.0.2", port)
+        self._host = IPv4Address("TCP", "10.0.0.1", 6650)
+        self.disconnecting = False
+        self.producer: Any = None
+
+    def write(self, data: bytes) -> None:
+        if not self.disconnecting:
+            self.link.server_write(data)
+
+    def writeSequence(self, seq: list[bytes]) -> None:  # noqa: N802
+        self.write(b"".join(seq))
+
+    def loseConnection(self) -> None:  # noqa: N802
+        if not self.disconnecting:
+            self.disconnecting = True
+            self.link.server_close()
+
+    def abortConnection(self) -> None:  # noqa: N802
+        self.disconnecting = True
+        self.link.reset("aborted by the server")
+
+    def getPeer(self) -> IPv4Address:  # noqa: N802
+        return self._peer
+
+    def getHost(self) -> IPv4Address:  # noqa: N802
+        return self._host
+
+    def setTcpNoDelay(self, enabled: bool) -> None:  # noqa: N802
+        pass
+
+    def registerProducer(self, producer: Any, streaming: bool) -> None:  # noqa: N802
+        self.producer = producer
+
+    def unregisterProducer(self) -> None:  # noqa: N802
+        self.producer = None
+
+    def pauseProducing(self) -> None:  # noqa: N802
+        self.link.server_reading = False
+
+    def resumeProducing(self) -> None:  # noqa: N802
+        self.link.resume_server_reading()
