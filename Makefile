@@ -4,11 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-<<<<<<< HEAD
-.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-scale bench-container demo spark-cluster-demo conformance crash-loop fuzz model bench-plugin go-suite txn-client-crash-loop bench-python-client clean
-=======
-.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-container demo spark-cluster-demo conformance crash-loop fuzz model sim clean
->>>>>>> sim
+.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-scale bench-container demo spark-cluster-demo conformance crash-loop fuzz model bench-plugin go-suite txn-client-crash-loop bench-python-client sim clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -91,18 +87,14 @@ bench-python-client: $(VENV)/.installed-test
 model: $(VENV)/.installed-test
 	$(BIN)/python -m tests.model_run --minutes 30 $(ARGS)
 
-<<<<<<< HEAD
-## bench-compare: this endpoint and a Pulsar standalone side by side with pulsar-perf (throughput, latency and the
-## server's CPU time per message and per transaction; each row 3 times, median and range); rewrites bench/RESULTS.md
-=======
 ## sim: the deterministic simulation of the whole server (tests/sim), 100,000 seeded fault scenarios on every core;
 ## ARGS="--seeds N --first-seed S" for fewer, "--seed S --print-trace-hash" to replay one, "--list-mutations",
 ## "--mutation NAME" to run with a defect put back
 sim: $(VENV)/.installed-test
 	$(BIN)/python -m tests.sim $(ARGS)
 
-## bench-compare: this endpoint and a Pulsar standalone side by side with pulsar-perf; rewrites bench/RESULTS.md
->>>>>>> sim
+## bench-compare: this endpoint and a Pulsar standalone side by side with pulsar-perf (throughput, latency and the
+## server's CPU time per message and per transaction; each row 3 times, median and range); rewrites bench/RESULTS.md
 bench-compare: $(VENV)/.installed-test
 	$(BIN)/python bench/compare.py --seconds 10 --pulsar-fsync --results bench/RESULTS.md $(ARGS)
 
