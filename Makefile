@@ -22,11 +22,13 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/pulsar-txn-proxy serve $(ARGS)
 
-## test: install with test extras and run the suite on local processes (the container tests: make test-containers)
+## test: install with test extras and run the suite on local processes (the container tests: make test-containers),
+## on TEST_WORKERS parallel workers (default 2; TEST_WORKERS=0 runs in one process); prints the 20 slowest tests
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check wire engine proxy pulsar_txn pulsar_txn_proxy
-	$(BIN)/python -m pytest -m "not container" $(ARGS)
+	$(BIN)/python -m pytest -m "not container" -n $(TEST_WORKERS) --dist loadgroup --durations=20 $(ARGS)
 
 ## test-containers: build the image and run the container-marked tests (Docker, else podman set up as root)
 test-containers: $(VENV)/.installed-test

@@ -8,17 +8,14 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
-from engine.broker import Broker, BrokerConfig
+from engine.broker import Broker
 from engine.clock import SystemClock
-from engine.namespaces import PolicyEnforcer
 from engine.store import Store
-from engine.txn_buffer import SnapshotPolicy
 from proxy.commits import ThreadedCommits
-from proxy.config import Settings, data_path, super_user_roles
-from proxy.connection import ConnectionTimeouts
-from proxy.listeners import Listeners
+from proxy.config import Settings, data_path
 from proxy.server import BrokerService, PulsarFactory
 from proxy.transport import adopt_eager
+from proxy.wiring import build_server
 
 if TYPE_CHECKING:
     from proxy.authentication import Authenticator
@@ -48,42 +45,11 @@ def serve(
     _log_twisted_to_logging()
 
     store = Store(data_path(settings) / "store.sqlite")
-    config = BrokerConfig(
-        default_partitions=settings.default_partitions,
-        deduplication=settings.deduplication,
-        transaction_coordinators=settings.transaction_coordinators,
-        snapshot_policy=SnapshotPolicy(settings.txn_snapshot_max_changes, settings.txn_snapshot_interval_seconds),
-        txn_end_delay_ms=settings.txn_end_delay_ms,
-        entry_cache_bytes=settings.managed_ledger_cache_size_mb * 1024 * 1024,
-        max_message_size=settings.max_message_size,
-        authorization_enabled=settings.authorization_enabled,
-        super_user_roles=super_user_roles(settings),
+    server = build_server(
+        settings, reactor, store, SystemClock(reactor.callLater), ThreadedCommits(reactor), authenticator=authenticator
     )
-    if settings.authorization_enabled and not settings.authentication_enabled:
-        # As in Pulsar: connections then have no role, and every command that is checked is refused.
-        log.warning("authorization is enabled without authentication: clients have no role and are refused")
-    commits = ThreadedCommits(reactor)
-    broker = Broker(store, SystemClock(reactor.callLater), config, commits)
-    timeouts = ConnectionTimeouts(
-        keep_alive=settings.keep_alive_interval_seconds,
-        handshake=settings.handshake_timeout_seconds,
-        frame=settings.frame_timeout_seconds,
-    )
-    listeners = None
-    if settings.advertised_listeners:
-        listeners = Listeners.parse(settings.advertised_listeners, settings.internal_listener_name)
-    service = BrokerService(
-        broker,
-        reactor,
-        settings.advertised_address,
-        settings.port,
-        timeouts,
-        listeners,
-        authenticator=authenticator,
-        authentication_refresh_check_seconds=settings.authentication_refresh_check_seconds,
-    )
-    commits.after_completions = service.flush_written
-    listener = adopt_eager(reactor, pulsar_socket, PulsarFactory(service))
+    broker, service = server.broker, server.service
+    listener = adopt_eager(reactor, pulsar_socket, server.factory)
     service.port = listener.getHost().port
     listeners = [listener]
     if tls_socket is not None:
@@ -97,19 +63,14 @@ def serve(
     reactor.callWhenRunning(
         lambda: admin.extend(_listen_admin(reactor, settings, broker, service, authenticator, tls_options))
     )
-    policies = PolicyEnforcer(broker, settings.policy_check_interval_seconds)
-    policies.start()
 
     def shutdown() -> None:
         log.info("shutting down: %d connections", len(service.connections))
         for port in listeners:
             port.stopListening()
-        policies.stop()
         for port in admin:
             port.stopListening()
-        for connection in list(service.connections):
-            connection.transport.loseConnection()
-        broker.close()
+        server.close()
 
     reactor.addSystemEventTrigger("before", "shutdown", shutdown)
     # What start-up built lives as long as the process: move it out of the collector's sight, then collect rarely.

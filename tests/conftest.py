@@ -15,6 +15,13 @@ servers of their own (``server_factory``: kills, restarts, settings) fail with t
 ``make test`` runs the suite on local processes and deselects the container-marked tests; ``make test-containers``
 sets up podman (or uses Docker), builds the image and runs them. ``server`` is function-scoped in form but backed
 by one session-scoped server per kind, so fixtures depending on it must be function-scoped too.
+
+``make test`` runs on parallel workers (pytest-xdist, ``-n 2 --dist loadgroup``). Each worker is a process of its
+own with its own session fixtures (its own shared endpoint, on its own free ports and data directory), and
+tests are handed out one at a time, except the groups :func:`pytest_collection_modifyitems` forms: the tests of a
+module with a module-scoped fixture (a secured endpoint, a Pulsar standalone) stay on one worker, so that the
+fixture starts once; so do the tests on the suite's SparkSession (``session`` of ``tests/spark``: a JVM of about a
+GiB that takes half a minute of CPU to start).
 """
 
 from __future__ import annotations
@@ -59,15 +66,50 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """A failed test's report carries the tail of the log of every endpoint it used."""
-    report = yield
-    if report.failed:
-        for server in item.stash.get(_USED, []):
-            tail = "\n".join(server.log().splitlines()[-_LOG_TAIL_LINES:])
-            report.sections.append((f"endpoint log ({type(server).__name__} {server.url})", tail))
-    return report
+#: Session fixtures costly enough that their tests share one pytest-xdist worker (fixture name -> group name).
+_GROUPED_SESSION_FIXTURES = {"session": "spark-session"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group the tests that must share a pytest-xdist worker (``--dist loadgroup``), by module: every test of a module
+    where one uses a costly session fixture joins that fixture's group; a module with a module-scoped fixture is a
+    group of its own (pytest would start the fixture again each time the module's tests resume on a worker). Marks
+    written in a module (``pytestmark = pytest.mark.xdist_group(...)``) win. Runs before xdist reads the marks."""
+    groups: dict[str, str] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        used = set(getattr(item, "fixturenames", ()))
+        shared = [_GROUPED_SESSION_FIXTURES[name] for name in used & _GROUPED_SESSION_FIXTURES.keys()]
+        if shared:
+            groups[module] = shared[0]
+        elif module not in groups and _uses_module_fixture(item):
+            groups[module] = module
+    for item in items:
+        group = groups.get(item.nodeid.split("::", 1)[0])
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``--dist loadgroup``, refuse to run if pytest-xdist could not tag the grouped tests (it renames their
+    node ids, ``test@group``): their groups would silently spread over the workers."""
+    if not session.config.getoption("loadgroup", False):
+        return
+    for item in session.items:
+        if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid.rsplit("::", 1)[-1]:
+            raise pytest.UsageError(
+                f"pytest-xdist did not group {item.nodeid}: this pytest and pytest-xdist do not work together for "
+                "--dist loadgroup (see the pin of pytest in pyproject.toml)"
+            )
+
+
+def _uses_module_fixture(item: pytest.Item) -> bool:
+    """Whether a fixture the test asks for (directly or through others) is module-scoped. Fixtures a test reaches
+    only through ``request.getfixturevalue`` are not seen: mark such modules themselves."""
+    info = getattr(item, "_fixtureinfo", None)  # pytest's resolved fixture closure of the test
+    return info is not None and any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values())
 
 
 def _wants_container(request: pytest.FixtureRequest) -> bool:

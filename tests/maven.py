@@ -2,16 +2,24 @@
 
 Every project is built with ``mvn -q -B clean package`` in its directory (clean, so that no jar of an older pom
 lingers in ``target/lib`` on the classpath). A stamp in ``target/`` written after a successful build skips Maven
-while it is newer than the project's pom and sources and the outputs still exist.
+while it is newer than the project's pom and sources and the outputs still exist. Maven runs one at a time across
+processes (:func:`maven_lock`): ``pytest -n`` workers share each project's ``target/`` (a second ``clean`` would
+delete the first build's jars while it runs) and the local repository; the second worker then finds the stamp fresh
+and skips Maven.
 Java 17+ and Maven are required: a missing tool fails with a clear message, never a skip.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
+import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 STAMP_NAME = ".maven-packaged"
@@ -25,9 +33,24 @@ def require(tool: str, needed_for: str) -> str:
     return path
 
 
+@contextlib.contextmanager
+def maven_lock() -> Iterator[None]:
+    """Hold the lock that lets one Maven build of this repository run at a time (a file in the temporary directory,
+    named for the repository, so the tree stays clean and two checkouts do not wait for each other)."""
+    digest = hashlib.sha1(str(Path(__file__).resolve().parent).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"pulsar-txn-proxy-maven-{digest}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def package(project: Path, outputs: Path, timeout: float = 1800) -> None:
     """Run ``mvn -q -B clean package`` in ``project`` unless its stamp is newer than its sources and outputs exist."""
     require("java", str(project))
+    with maven_lock():
+        _package(project, outputs, timeout)
+
+
+def _package(project: Path, outputs: Path, timeout: float) -> None:
     stamp = project / "target" / STAMP_NAME
     sources = [project / "pom.xml", *(p for p in (project / "src").rglob("*") if p.is_file())]
     if outputs.exists() and stamp.exists() and stamp.stat().st_mtime > max(p.stat().st_mtime for p in sources):

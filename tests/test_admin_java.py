@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.maven import jar_classpath
 from tests.server_process import ServerProcess
 from tests.test_admin_http import http_json, start_admin_server, wait_for_admin
-from tests.txn_harness import JVM_OPTIONS
+from tests.txn_harness import JVM_OPTIONS, class_data_sharing
 
 ADMIN_JAVA = Path(__file__).resolve().parent / "admin-java"
 TARGET = ADMIN_JAVA / "target"
@@ -42,13 +42,9 @@ def build_admin_harness() -> str:
 def run_admin(admin_url: str, service_url: str, scenario: str, *args: str) -> Observations:
     """Run one scenario and return its observations (raise with the output if it broke)."""
     classpath = build_admin_harness()
-    jar = Path(classpath.split(os.pathsep)[0])
-    fresh = CDS_ARCHIVE.exists() and CDS_ARCHIVE.stat().st_mtime >= jar.stat().st_mtime
-    if not fresh:
-        CDS_ARCHIVE.unlink(missing_ok=True)
-    cds = f"-XX:{'SharedArchiveFile' if fresh else 'ArchiveClassesAtExit'}={CDS_ARCHIVE}"
-    command = ["java", *JVM_OPTIONS, cds, "-cp", classpath, MAIN_CLASS, admin_url, service_url, scenario, *args]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    with class_data_sharing(CDS_ARCHIVE, Path(classpath.split(os.pathsep)[0])) as cds:
+        command = ["java", *JVM_OPTIONS, cds, "-cp", classpath, MAIN_CLASS, admin_url, service_url, scenario, *args]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     parsed = json.loads(lines[-1]) if lines else None
     if result.returncode != 0 or not isinstance(parsed, dict) or "observations" in parsed:

@@ -10,16 +10,17 @@ line's jars (``target/lib-<version>``, resolved by Maven on first use), as a use
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pulsar_txn_proxy.conformance.harness import JVM_OPTIONS, observations
-from tests.maven import jar_classpath, require
+from tests.maven import jar_classpath, maven_lock, require
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 TARGET = JAVA_DIR / "target"
@@ -39,14 +40,15 @@ def client_line_classpath(version: str) -> str:
     """The harness's classes on the jars of Pulsar client ``version`` (resolved once into ``target/lib-<version>``)."""
     classpath = build_harness()
     lib = TARGET / f"lib-{version}"
-    if not (lib / f"pulsar-client-{version}.jar").exists():
-        result = subprocess.run(
-            [require("mvn", str(JAVA_DIR)), "-q", "-B", "dependency:copy-dependencies", f"-Dpulsar.version={version}",
-             "-DincludeScope=runtime", f"-DoutputDirectory={lib}"],
-            cwd=JAVA_DIR, capture_output=True, text=True, timeout=900, check=False,
-        )
-        if result.returncode != 0:
-            raise RuntimeError(f"resolving pulsar-client {version} failed:\n{result.stdout}\n{result.stderr}")
+    with maven_lock():
+        if not (lib / f"pulsar-client-{version}.jar").exists():
+            result = subprocess.run(
+                [require("mvn", str(JAVA_DIR)), "-q", "-B", "dependency:copy-dependencies",
+                 f"-Dpulsar.version={version}", "-DincludeScope=runtime", f"-DoutputDirectory={lib}"],
+                cwd=JAVA_DIR, capture_output=True, text=True, timeout=900, check=False,
+            )
+            if result.returncode != 0:
+                raise RuntimeError(f"resolving pulsar-client {version} failed:\n{result.stdout}\n{result.stderr}")
     return os.pathsep.join([classpath.split(os.pathsep)[0], str(lib / "*")])
 
 
@@ -57,20 +59,32 @@ def run_scenario(
 
     ``client_version``: on that Pulsar client line's jars instead of the pom's (no class-data sharing archive).
     """
-    if client_version is None:
-        classpath = build_harness()
-        jar = Path(classpath.split(os.pathsep)[0])
-        fresh = CDS_ARCHIVE.exists() and CDS_ARCHIVE.stat().st_mtime >= jar.stat().st_mtime
-        if not fresh:
-            CDS_ARCHIVE.unlink(missing_ok=True)
-        cds = [f"-XX:{'SharedArchiveFile' if fresh else 'ArchiveClassesAtExit'}={CDS_ARCHIVE}"]
-    else:
-        classpath, cds = client_line_classpath(client_version), []
-    command = [
-        "java", *JVM_OPTIONS, *cds, "-cp", classpath, MAIN_CLASS,
-        service_url, name, *map(str, args),
-    ]
-    return observations(command, f"scenario {name}", timeout)
+    if client_version is not None:
+        command = ["java", *JVM_OPTIONS, "-cp", client_line_classpath(client_version), MAIN_CLASS]
+        return observations([*command, service_url, name, *map(str, args)], f"scenario {name}", timeout)
+    classpath = build_harness()
+    with class_data_sharing(CDS_ARCHIVE, Path(classpath.split(os.pathsep)[0])) as cds:
+        command = ["java", *JVM_OPTIONS, cds, "-cp", classpath, MAIN_CLASS, service_url, name, *map(str, args)]
+        return observations(command, f"scenario {name}", timeout)
+
+
+@contextlib.contextmanager
+def class_data_sharing(archive: Path, jar: Path) -> Iterator[str]:
+    """The JVM option that uses ``archive`` when it is newer than ``jar``, or else dumps a new one at exit.
+
+    A JVM dumps to a file of its own, moved into place once it has exited: JVMs of parallel test workers never read
+    an archive another one is still writing.
+    """
+    if archive.exists() and archive.stat().st_mtime >= jar.stat().st_mtime:
+        yield f"-XX:SharedArchiveFile={archive}"
+        return
+    dump = archive.with_name(f"{archive.stem}.{os.getpid()}.jsa")
+    try:
+        yield f"-XX:ArchiveClassesAtExit={dump}"
+        if dump.exists():
+            dump.replace(archive)
+    finally:
+        dump.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session", name="txn_harness")

@@ -41,6 +41,9 @@ from wire.framing import FrameDecoder
 from wire.pulsar_api_pb2 import BaseCommand, ServerError
 
 T = BaseCommand
+#: The module's targets are module-scoped and reached through ``request.getfixturevalue``: keep its tests on one
+#: pytest-xdist worker (tests/conftest.py) so that they start once.
+pytestmark = pytest.mark.xdist_group("conformance-authentication")
 REFRESH_SECONDS = 1
 
 

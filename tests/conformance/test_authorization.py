@@ -41,6 +41,9 @@ from tests.txn_harness import JVM_OPTIONS, build_harness, observations
 from wire.pulsar_api_pb2 import BaseCommand, ServerError
 
 T = BaseCommand
+#: The module's targets are module-scoped and reached through ``request.getfixturevalue``: keep its tests on one
+#: pytest-xdist worker (tests/conftest.py) so that they start once.
+pytestmark = pytest.mark.xdist_group("conformance-authorization")
 SUPER_USER = "admin"
 ROLES = ("nobody", "alice", "bob", "tadmin")
 #: The HMAC key tokens are signed with (both targets read it from a file, as ``pulsar tokens create-secret-key``
