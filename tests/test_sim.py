@@ -26,7 +26,7 @@ CAUGHT_BY = {
     "skip-sequence-store": 58,
     "read-past-open-txn": 1,
     "split-commit-marker": 1,
-    "lost-partition-registration": 1,
+    "lost-partition-registration": 2,
     "txn-success-after-failed-commit": 328,
     "acks-lost-by-failed-commit": 3,
     "earliest-skips-staged": 2,
@@ -43,8 +43,10 @@ REGRESSIONS = {
 #: in memory (its messages are dispatched, its acknowledgements applied and written again by the retry of the
 #: cursors) while the store keeps it open without markers, so a restart aborts it: consumers got messages of a
 #: transaction that ended aborted, and inputs it acknowledged are never transformed. Each of these seeds fails with it
-#: alone; the test fails when one passes (the defect is fixed: remove it here) or another seed fails.
-KNOWN_DEFECT_SEEDS = {16, 32, 38, 46, 47, 66, 73, 93, 109, 132}
+#: alone; the test fails when one passes (the defect is fixed: remove it here) or another seed fails. The seeds run
+#: in spawned processes, as ``python -m tests.sim`` runs them: forked from a pytest worker, a scenario inherited
+#: that process's state and some seeds ended otherwise (16, 66 and 73 failed, 39 and 94 passed).
+KNOWN_DEFECT_SEEDS = {32, 38, 39, 46, 47, 93, 94, 109, 132}
 KNOWN_DEFECT_SIGNS = (
     "and the transaction ended aborted",
     "inputs never transformed after the faults stopped",
@@ -55,7 +57,9 @@ KNOWN_DEFECT_SIGNS = (
 def test_seeds_pass_and_see_every_fault() -> None:
     import multiprocessing
 
-    with multiprocessing.get_context("fork").Pool(min(2, os.cpu_count() or 1)) as pool:
+    # Spawned, not forked: a pytest-xdist worker has threads, and a child forked while one of them holds a lock
+    # waits for it forever.
+    with multiprocessing.get_context("spawn").Pool(min(2, os.cpu_count() or 1)) as pool:
         results = pool.map(_run_seed_job, [(seed, None) for seed in SEEDS], chunksize=4)
     failures = {r.seed: r.failures for r in results if r.failures}
     assert set(failures) == KNOWN_DEFECT_SEEDS & set(SEEDS), failures
