@@ -122,7 +122,11 @@ def test_python_client_refuses_a_batch_beyond_the_setting(small_server: ServerPr
             producer.send_async(bytes([i]) * 1000, None)
         with pytest.raises(pulsar.MessageTooBig):
             producer.flush()
-        producer.send(b"small")
+        # The producer still works; flush, not a blocking send, which would wait out the 60 s batch delay.
+        results: list[pulsar.Result] = []
+        producer.send_async(b"small", lambda result, _msg_id: results.append(result))
+        producer.flush()
+        assert results == [pulsar.Result.Ok]
     finally:
         client.close()
 
