@@ -8,9 +8,11 @@ against both with identical credentials.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import ipaddress
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from passlib.hash import apr_md5_crypt, des_crypt
 
+from tests.server_process import ServerProcess, free_port
 from tests.txn_harness import JVM_OPTIONS, build_harness, observations
 
 #: The role of the super-user token a Pulsar standalone's own clients use.
@@ -198,3 +201,37 @@ def run_admin_security(http_url: str, https_url: str, material: Material) -> dic
     main = "dev.pulsartxnproxy.admin.SecurityAdmin"
     command = ["java", *JVM_OPTIONS, "-cp", classpath, main, http_url, https_url, str(material.root)]
     return observations(command, "SecurityAdmin", timeout=180)
+
+
+class SecuredEndpoint:
+    """A running endpoint that serves ``pulsar+ssl://`` with the token, basic and tls providers: its URLs and alice's
+    credentials."""
+
+    def __init__(self, proc: ServerProcess, tls_port: int, material: Material) -> None:
+        self.proc = proc
+        self.url = proc.url
+        self.tls_port = tls_port
+        self.tls_url = f"pulsar+ssl://localhost:{tls_port}"
+        self.material = material
+        self.token = material.token("alice")
+        self.ca = material.path("ca.pem")
+
+
+@contextlib.contextmanager
+def secured_endpoint(material: Material, data: Path) -> Iterator[SecuredEndpoint]:
+    """An endpoint on ``data`` with TLS (certificates from ``material``) and the three providers, stopped after."""
+    tls_port = free_port()
+    proc = ServerProcess(
+        data,
+        "--tls-port", str(tls_port),
+        "--tls-cert-file", material.path("server.pem"), "--tls-key-file", material.path("server.key"),
+        "--tls-trust-certs-file", material.path("ca.pem"),
+        "--authentication-enabled", "--authentication-providers", "token,basic,tls",
+        "--token-secret-key", f"file://{material.path('secret.key')}",
+        "--basic-auth-conf", material.path("basic.conf"),
+    )  # fmt: skip
+    proc.start(timeout=30)
+    try:
+        yield SecuredEndpoint(proc, tls_port, material)
+    finally:
+        proc.stop()

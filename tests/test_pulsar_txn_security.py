@@ -10,37 +10,17 @@ import pytest
 
 import pulsar_txn
 from tests.conftest import make_client
-from tests.security import BASIC_USERS, Material
-from tests.server_process import ServerProcess, free_port
-
-
-class Secured:
-    def __init__(self, proc: ServerProcess, tls_port: int, material: Material) -> None:
-        self.tls_url = f"pulsar+ssl://localhost:{tls_port}"
-        self.material = material
-        self.token = material.token("alice")
-        self.ca = material.path("ca.pem")
+from tests.security import BASIC_USERS, Material, SecuredEndpoint, secured_endpoint
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredEndpoint]:
     material = Material(tmp_path_factory.mktemp("material"))
-    tls_port = free_port()
-    proc = ServerProcess(
-        tmp_path_factory.mktemp("secured") / "data",
-        "--tls-port", str(tls_port),
-        "--tls-cert-file", material.path("server.pem"), "--tls-key-file", material.path("server.key"),
-        "--tls-trust-certs-file", material.path("ca.pem"),
-        "--authentication-enabled", "--authentication-providers", "token,basic,tls",
-        "--token-secret-key", f"file://{material.path('secret.key')}",
-        "--basic-auth-conf", material.path("basic.conf"),
-    )  # fmt: skip
-    proc.start(timeout=30)
-    yield Secured(proc, tls_port, material)
-    proc.stop()
+    with secured_endpoint(material, tmp_path_factory.mktemp("secured") / "data") as endpoint:
+        yield endpoint
 
 
-def _credentials(kind: str, secured: Secured) -> pulsar_txn.Authentication:
+def _credentials(kind: str, secured: SecuredEndpoint) -> pulsar_txn.Authentication:
     if kind == "token":
         return pulsar_txn.AuthenticationToken(secured.token)
     if kind == "token-supplier":
@@ -52,7 +32,7 @@ def _credentials(kind: str, secured: Secured) -> pulsar_txn.Authentication:
 
 
 @pytest.mark.parametrize("kind", ["token", "token-supplier", "basic", "tls"])
-def test_a_transaction_over_tls_with_each_credential(secured: Secured, kind: str) -> None:
+def test_a_transaction_over_tls_with_each_credential(secured: SecuredEndpoint, kind: str) -> None:
     topic = f"persistent://public/default/ptx-tls-{uuid.uuid4().hex[:10]}"
     official = make_client(
         secured.tls_url, authentication=pulsar.AuthenticationToken(secured.token), tls_trust_certs_file_path=secured.ca
@@ -72,7 +52,7 @@ def test_a_transaction_over_tls_with_each_credential(secured: Secured, kind: str
     official.close()
 
 
-def test_refused_credentials_and_untrusted_brokers(secured: Secured) -> None:
+def test_refused_credentials_and_untrusted_brokers(secured: SecuredEndpoint) -> None:
     topic = f"persistent://public/default/ptx-tls-{uuid.uuid4().hex[:10]}"
     forged = pulsar_txn.AuthenticationToken(secured.material.token("alice", forged=True))
     with (

@@ -18,22 +18,14 @@ import pulsar
 import pytest
 
 from tests.conftest import make_client
-from tests.security import BASIC_USERS, Material
+from tests.security import BASIC_USERS, Material, SecuredEndpoint, secured_endpoint
 from tests.server_process import ServerProcess, free_port
 
 TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
 
 
-class Secured:
-    """The running endpoint, its URLs and credentials."""
-
-    def __init__(self, proc: ServerProcess, tls_port: int, material: Material) -> None:
-        self.proc = proc
-        self.url = proc.url
-        self.tls_url = f"pulsar+ssl://localhost:{tls_port}"
-        self.material = material
-        self.token = material.token("alice")
-        self.ca = material.path("ca.pem")
+class Secured(SecuredEndpoint):
+    """The running endpoint, its URLs and credentials, and how the official client and the data source use them."""
 
     def official(self) -> pulsar.Client:
         """The official client over TLS with alice's token."""
@@ -57,19 +49,8 @@ class Secured:
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     material = Material(tmp_path_factory.mktemp("material"))
-    tls_port = free_port()
-    proc = ServerProcess(
-        tmp_path_factory.mktemp("secured") / "data",
-        "--tls-port", str(tls_port),
-        "--tls-cert-file", material.path("server.pem"), "--tls-key-file", material.path("server.key"),
-        "--tls-trust-certs-file", material.path("ca.pem"),
-        "--authentication-enabled", "--authentication-providers", "token,basic,tls",
-        "--token-secret-key", f"file://{material.path('secret.key')}",
-        "--basic-auth-conf", material.path("basic.conf"),
-    )  # fmt: skip
-    proc.start(timeout=30)
-    yield Secured(proc, tls_port, material)
-    proc.stop()
+    with secured_endpoint(material, tmp_path_factory.mktemp("secured") / "data") as endpoint:
+        yield Secured(endpoint.proc, endpoint.tls_port, material)
 
 
 def _topic(prefix: str) -> str:
