@@ -186,20 +186,35 @@ def process_cpu(pid: int) -> Callable[[], float]:
 
 
 @contextmanager
-def endpoint_target(work: Path) -> Iterator[UnderTest]:
+def endpoint_target(work: Path, checkout: Path | None = None, name: str = "") -> Iterator[UnderTest]:
+    """This endpoint, from this checkout or from ``checkout`` (another one, run by its own virtualenv)."""
+    launcher = None
+    if checkout is not None:
+        # -c puts the working directory first on sys.path: the other checkout goes before it.
+        boot = (
+            f"import runpy, sys; sys.path.insert(0, {str(checkout)!r}); runpy.run_module('proxy', run_name='__main__')"
+        )
+        launcher = [str(checkout / ".venv" / "bin" / "python"), "-c", boot]
+
+    def server(data: Path) -> ServerProcess:
+        process = ServerProcess(data, "--log-level", "WARNING")
+        if launcher is not None:
+            process.launcher = launcher
+        return process.start()
+
     # Start-up: the best of three fresh starts (the first also pays for cold file caches).
     startups, answers = [], []
     for i in range(3):
-        probe = ServerProcess(work / f"startup-{i}", "--log-level", "WARNING").start()
+        probe = server(work / f"startup-{i}")
         startups.append(probe.startup_seconds)
         answers.append(probe.ready_seconds)
         probe.stop()
-    server = ServerProcess(work / "endpoint", "--log-level", "WARNING").start()
-    pid = server.process.pid
+    running = server(work / "endpoint")
+    pid = running.process.pid
     try:
-        yield UnderTest(OURS, server.url, min(startups), min(answers), lambda: peak_rss(pid), process_cpu(pid))
+        yield UnderTest(name or OURS, running.url, min(startups), min(answers), lambda: peak_rss(pid), process_cpu(pid))
     finally:
-        server.stop()
+        running.stop()
 
 
 @contextmanager
@@ -299,13 +314,24 @@ def main() -> None:
     parser.add_argument("--pulsar-fsync", action="store_true",
                         help="also measure Pulsar with its bookie fsyncing the journal before acknowledging "
                              "(journalSyncData=true), as this endpoint fsyncs before a receipt")
+    parser.add_argument("--baseline", type=Path, metavar="CHECKOUT",
+                        help="also measure this endpoint from another checkout with its own .venv (e.g. a worktree "
+                             "of an earlier commit), for a before/after comparison in one run")
+    parser.add_argument("--no-pulsar", action="store_true", help="measure no Pulsar (with --baseline: before/after)")
     args = parser.parse_args()
-    targets: list[tuple[str, Callable[[Path], AbstractContextManager[UnderTest]]]] = [
-        (OURS, endpoint_target),
-        (PULSAR, lambda work: pulsar_target(work / "default", False)),
-    ]
-    if args.pulsar_fsync:
+    targets: list[tuple[str, Callable[[Path], AbstractContextManager[UnderTest]]]] = [(OURS, endpoint_target)]
+    if not args.no_pulsar:
+        targets.append((PULSAR, lambda work: pulsar_target(work / "default", False)))
+    if args.pulsar_fsync and not args.no_pulsar:
         targets.append((PULSAR_FSYNC, lambda work: pulsar_target(work / "fsync", True)))
+    if args.baseline is not None:
+        baseline = args.baseline.resolve()
+        rev = subprocess.run(["git", "-C", str(baseline), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        label = f"this endpoint at {rev}"
+        targets.append((label, lambda work: endpoint_target(work / "baseline", baseline, label)))
+    if len(targets) < 2:
+        parser.error("nothing to compare with: give --baseline with --no-pulsar")
     results: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
         work = Path(tmp)
