@@ -23,13 +23,14 @@ from engine.clock import Cancellable, now_ms
 from engine.cursor import Cursor
 from engine.entry import Entry
 from engine.errors import BrokerError
-from engine.pending_ack import PendingAck
+from engine.pending_ack import AckHost, PendingAck
 from wire.pulsar_api_pb2 import ServerError
 
 if TYPE_CHECKING:
+    from engine.clock import Clock
+    from engine.limits import TopicLimits
     from engine.names import TopicName
-    from engine.non_persistent import NonPersistentSubscription
-    from engine.topic import Topic
+    from engine.store import Store
 
 #: Entries one dispatch pass may read (to deliver, or to pass over: acknowledged, hidden, held) before it yields to
 #: other work...
@@ -108,7 +109,8 @@ class Consumer:
     permits: int = 0
     #: Entries delivered to this consumer and not yet acknowledged.
     pending: set[int] = field(default_factory=set)
-    subscription: Subscription | NonPersistentSubscription | None = None
+    #: The subscription it is attached to (a ``Subscription`` or a ``NonPersistentSubscription``), else None.
+    subscription: ConsumerGroup | None = None
     #: Messages and bytes delivered to this consumer.
     messages_out: int = 0
     bytes_out: int = 0
@@ -327,10 +329,66 @@ class ConsumerGroup:
         consumer.sink.deliver(consumer, deliveries)
 
 
+class SubscriptionPolicies(Protocol):
+    """What a subscription asks of the policies (``engine.namespaces.Namespaces``)."""
+
+    generation: int
+
+    def limits(self, name: TopicName) -> TopicLimits: ...
+
+
+class SubscriptionHost(AckHost, Protocol):
+    """What a subscription (and its pending acks) needs of the broker, reached through its topic."""
+
+    namespaces: SubscriptionPolicies
+
+
+class CompactedView(Protocol):
+    """A topic's compacted view, as dispatch reads it (``engine.compaction.Compaction``)."""
+
+    horizon: int
+
+    def read(self, start: int, count: int) -> list[Entry]: ...
+
+
+class VisibilityFilter(Protocol):
+    """What dispatch asks of a topic's transaction buffer (``engine.txn_buffer.TransactionBuffer``)."""
+
+    def hides(self, entry: Entry) -> bool: ...
+
+
+class SubscribedTopic(Protocol):
+    """The topic partition a subscription belongs to, as the subscription uses it (``engine.topic.Topic``
+    satisfies it; passed down at construction)."""
+
+    name: TopicName
+    topic_id: int
+    clock: Clock
+    store: Store
+    broker: SubscriptionHost
+    last_confirmed: int
+    terminated: int | None
+    compaction: CompactedView
+    txn_buffer: VisibilityFilter
+
+    @property
+    def read_limit(self) -> int: ...
+
+    def read(self, start: int, end: int, max_bytes: int | None = None) -> list[Entry]: ...
+
+    def read_ids(self, entry_ids: list[int], max_bytes: int | None = None) -> list[Entry]: ...
+
+    def entry_at_time(self, publish_time_ms: int) -> int: ...
+
+    def cursor_changed(self, subscription: Subscription) -> None: ...
+
+    def remove_subscription(self, subscription: Subscription) -> None: ...
+
+
 class Subscription(ConsumerGroup):
     """One subscription on one topic partition."""
 
-    def __init__(self, topic: Topic, name: str, sub_type: SubType, cursor: Cursor, durable: bool) -> None:
+    def __init__(self, topic: SubscribedTopic, name: str, sub_type: SubType, cursor: Cursor, durable: bool) -> None:
         super().__init__(topic.name, name, sub_type)
         self.topic = topic
         self.cursor = cursor

@@ -6,28 +6,26 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from engine import backlog_quota
-from engine.clock import now_ms
-from engine.compaction import Compaction
+from engine.clock import Clock, now_ms
+from engine.compaction import Compaction, CompactionHost
 from engine.cursor import Cursor
 from engine.entry import Entry
-from engine.entry_cache import EntryCache
+from engine.entry_cache import CacheBudget, EntryCache
 from engine.errors import BrokerError
+from engine.limits import SUBSCRIPTION_TYPES, TopicLimits
 from engine.names import TopicName
-from engine.namespaces import SUBSCRIPTION_TYPES, TopicLimits
+from engine.pending_ack import SubscriptionEnlister
 from engine.store import TopicRecord, up_to_bytes
-from engine.subscription import Consumer, ConsumerGroup, Subscription, SubType
+from engine.subscription import Consumer, ConsumerGroup, Subscription, SubscriptionHost, SubType
 from engine.transactions import TxnId
-from engine.txn_buffer import TransactionBuffer
+from engine.txn_buffer import BufferHost, SnapshotPolicy, TransactionBuffer, TxnLookup
 from wire.framing import make_body, stored_payload
 from wire.pulsar_api_pb2 import MessageMetadata, ServerError
 
 if TYPE_CHECKING:
-    from engine.broker import Broker
-    from engine.coordinator import TxnMeta
-    from engine.non_persistent import NonPersistentTopic
+    from engine.store import Store
 
 #: Receipt id of a message dropped as a duplicate (Pulsar answers -1:-1).
 DUPLICATE = -1
@@ -40,6 +38,51 @@ class AccessMode(IntEnum):
     EXCLUSIVE = 1
     WAIT_FOR_EXCLUSIVE = 2
     EXCLUSIVE_WITH_FENCING = 3
+
+
+class TopicPolicies(Protocol):
+    """What a topic asks of the namespace and topic policies above it (``engine.namespaces.Namespaces``)."""
+
+    #: Changes whenever a policy does (a topic caches what it read until then).
+    generation: int
+
+    def limits(self, name: TopicName) -> TopicLimits: ...
+
+    def check_new_producer(self, topic: Topic, now_ms: int) -> None: ...
+
+
+class TopicConfig(Protocol):
+    """The engine settings a topic reads."""
+
+    snapshot_policy: SnapshotPolicy
+    max_message_size: int
+
+
+class TxnRegistry(TxnLookup, SubscriptionEnlister, Protocol):
+    """The coordinators, as a topic's transaction buffer and its subscriptions' pending acks ask them."""
+
+
+class TopicHost(SubscriptionHost, BufferHost, CompactionHost, Protocol):
+    """What a topic and its parts need of the broker that holds it, passed down at construction
+    (``engine.broker.Broker`` satisfies it): time, the store, the entry cache budget, the policies, the
+    coordinators and the group commit."""
+
+    clock: Clock
+    store: Store
+    config: TopicConfig
+    entry_cache: CacheBudget
+    #: Full topic name -> last entry, of the terminated topics.
+    terminated: dict[str, int]
+    namespaces: TopicPolicies
+    coordinators: TxnRegistry
+
+    def after_commit(self, done: Callable[[Any], None], result: Any) -> None: ...
+
+    def staged(self, topic: Topic) -> None: ...
+
+    def request_flush(self) -> None: ...
+
+    def deduplication(self, name: TopicName) -> bool: ...
 
 
 class ProducerSink(Protocol):
@@ -59,7 +102,8 @@ class Producer:
     access_mode: AccessMode
     epoch: int
     sink: ProducerSink
-    topic: Topic | NonPersistentTopic | None = None
+    #: The topic it is attached to (a ``Topic`` or a ``NonPersistentTopic``), else None.
+    topic: ProducerHost | None = None
     #: The schema version the producer declared, if any.
     schema_version: int | None = None
     #: The properties the client gave the producer (reported in topic stats).
@@ -69,7 +113,8 @@ class Producer:
     bytes_in: int = 0
     #: The transaction of this producer's last accepted transactional send: its next sends in the same open
     #: transaction need no lookup (a transaction's partitions only grow while it is open).
-    accepted_txn: TxnMeta | None = None
+    #: (The coordinator's ``TxnMeta``, opaque to the topic.)
+    accepted_txn: object | None = None
 
 
 #: Completion of a publish: the entry id (or ``DUPLICATE``), or the error.
@@ -102,7 +147,7 @@ def check_consumer_limits(
 class ProducerHost:
     """What topics of both domains share: a name and the producers attached to it, with their access modes."""
 
-    def __init__(self, broker: Broker, name: TopicName) -> None:
+    def __init__(self, broker: TopicHost, name: TopicName) -> None:
         self.broker = broker
         self.clock = broker.clock
         self.name = name
@@ -166,7 +211,7 @@ class ProducerHost:
 class Topic(ProducerHost):
     """One topic partition (or non-partitioned topic)."""
 
-    def __init__(self, broker: Broker, name: TopicName, record: TopicRecord) -> None:
+    def __init__(self, broker: TopicHost, name: TopicName, record: TopicRecord) -> None:
         super().__init__(broker, name)
         self.store = broker.store
         self.topic_id = record.topic_id
@@ -291,9 +336,7 @@ class Topic(ProducerHost):
     def _check_producer(self) -> None:
         if self.terminated is not None:
             raise BrokerError(ServerError.TopicTerminatedError, f"Topic {self.name} was already terminated")
-        quotas = self.broker.namespaces.backlog_quotas(self.name)
-        if quotas:
-            backlog_quota.check_new_producer(self, quotas, now_ms(self.broker.clock))
+        self.broker.namespaces.check_new_producer(self, now_ms(self.broker.clock))
 
     def last_sequence_id(self, producer_name: str) -> int:
         """The highest stored sequence id of a producer name (-1 if none or deduplication is off)."""

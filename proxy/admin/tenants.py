@@ -9,7 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.backlog_quota import BacklogQuota, QuotaType
-from engine.namespaces import SUBSCRIPTION_TYPES, valid_name
+from engine.limits import SUBSCRIPTION_TYPES
+from engine.namespaces import valid_name
 from engine.subscription import Subscription
 from proxy.admin.bodies import UnreadableBodyError, as_bool, as_int, as_object, as_string, bean, string_map, unreadable
 from proxy.admin.context import AdminContext
