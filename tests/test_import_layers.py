@@ -281,6 +281,10 @@ def test_every_module_has_a_layer() -> None:
     modules, _ = _graph()
     unplaced = sorted(name for name in modules if layer_of(name) is None)
     assert not unplaced, f"modules with no layer in LAYERS: {unplaced}"
+    named = [p for _, patterns in LAYERS for p in patterns]
+    stale = [p for p in named if p.removesuffix(".*") not in modules]
+    assert not stale, f"LAYERS names modules that do not exist: {stale}"
+    assert len(named) == len(set(named)), "a module is named in two layers"
 
 
 def test_no_import_circle() -> None:
