@@ -46,7 +46,7 @@ class CompactionHost(Protocol):
 
     config: CompactionConfig
 
-    def after_commit(self, done: Callable[[Any], None], result: Any) -> None: ...
+    def after_commit(self, callback: Callable[[Any], None], value: Any) -> None: ...
 
 
 class CompactedTopic(Protocol):
