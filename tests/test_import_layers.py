@@ -12,6 +12,7 @@ own layer and the layers before it.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,7 +144,9 @@ def _imported(source: str, package: str, modules: dict[str, Module]) -> Iterator
                         yield found, node.lineno
 
 
+@functools.cache
 def _graph() -> tuple[dict[str, Module], dict[str, dict[str, int]]]:
+    """Every module, and for each the modules it imports with the line of the first such import (read once)."""
     modules = _modules()
     graph: dict[str, dict[str, int]] = {}
     for name, module in modules.items():
