@@ -133,12 +133,12 @@ def _imported(source: str, package: str, modules: dict[str, Module]) -> Iterator
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                source = ".".join(base + ([node.module] if node.module else []))
+                origin = ".".join(base + ([node.module] if node.module else []))
             else:
-                source = node.module or ""
+                origin = node.module or ""
             for alias in node.names:
-                submodule = f"{source}.{alias.name}"
-                target = submodule if submodule in modules else source
+                submodule = f"{origin}.{alias.name}"
+                target = submodule if submodule in modules else origin
                 if target in modules:
                     for found in _with_parents(target, package, modules):
                         yield found, node.lineno
