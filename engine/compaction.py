@@ -16,9 +16,9 @@ turns of the event loop, so that compacting a large topic does not hold up messa
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from engine.clock import now_ms
 from engine.entry import Entry
@@ -28,46 +28,7 @@ from wire.framing import ProtocolError, make_body, split_body
 from wire.pulsar_api_pb2 import CompressionType, MessageMetadata, SingleMessageMetadata
 
 if TYPE_CHECKING:
-    from engine.clock import Clock
-    from engine.names import TopicName
-    from engine.store import Store
-    from engine.subscription import Subscription
-    from engine.txn_buffer import TransactionBuffer
-
-
-class CompactionConfig(Protocol):
-    """The engine setting compaction reads."""
-
-    max_message_size: int
-
-
-class CompactionHost(Protocol):
-    """What compaction needs of the broker (``engine.broker.Broker``): its settings and the group commit."""
-
-    config: CompactionConfig
-
-    def after_commit(self, callback: Callable[[Any], None], value: Any) -> None: ...
-
-
-class CompactedTopic(Protocol):
-    """The topic partition compacted, as compaction uses it (``engine.topic.Topic`` satisfies it; passed down at
-    construction)."""
-
-    name: TopicName
-    topic_id: int
-    clock: Clock
-    store: Store
-    broker: CompactionHost
-    subscriptions: dict[str, Subscription]
-    txn_buffer: TransactionBuffer
-
-    @property
-    def read_limit(self) -> int: ...
-
-    def read(self, start: int, end: int, max_bytes: int | None = None) -> list[Entry]: ...
-
-    def create_subscription(self, sub_name: str, next_entry: int) -> Subscription: ...
-
+    from engine.topic import Topic
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +59,7 @@ class CompactionStatus(Enum):
 class Compaction:
     """A topic partition's compacted view and the compactions that build it."""
 
-    def __init__(self, topic: CompactedTopic) -> None:
+    def __init__(self, topic: Topic) -> None:
         self.topic = topic
         stored = topic.store.compaction(topic.topic_id)
         #: The last entry the view covers (-1: no view), its ledger id, entries and bytes.

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-#: Every subscription type, by the names policies use.
-SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
-
 
 class TopicLimits(NamedTuple):
     """The limits in force on a topic (a topic's own policy, else its namespace's, else the broker's); 0 or None:

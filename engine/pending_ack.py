@@ -11,67 +11,15 @@ the store, removed in the same store transaction that applies or releases it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from engine.errors import BrokerError
 from engine.transactions import TxnAction, TxnId, conflict
 from wire.pulsar_api_pb2 import ServerError
 
 if TYPE_CHECKING:
-    from engine.cursor import Cursor
-    from engine.names import TopicName
-    from engine.store import Store
-
-
-class SubscriptionEnlister(Protocol):
-    """The coordinators, as pending acks tell them a transaction acknowledged on a subscription."""
-
-    def enlist_subscription(self, txn: TxnId, topic: str, subscription: str) -> None: ...
-
-
-class AckHost(Protocol):
-    """What pending acks need of the broker (``engine.broker.Broker``): the coordinators and the group commit."""
-
-    coordinators: SubscriptionEnlister
-
-    def request_flush(self) -> None: ...
-
-
-class AckedTopic(Protocol):
-    """The topic partition of the subscription, as pending acks use it."""
-
-    name: TopicName
-    topic_id: int
-    store: Store
-    broker: AckHost
-
-
-class AckingConsumer(Protocol):
-    """A consumer whose delivered positions an ack takes over."""
-
-    pending: set[int]
-
-
-class AckedSubscription(Protocol):
-    """The subscription that holds the pending acks (``engine.subscription.Subscription`` satisfies it; passed
-    down at construction): commit applies the acks through it, abort redelivers through it."""
-
-    name: str
-    topic: AckedTopic
-    cursor: Cursor
-    sub_type: Enum
-
-    @property
-    def single_active(self) -> bool: ...
-
-    def acknowledge(
-        self, consumer: AckingConsumer | None, acks: Iterable[tuple[int, int | None]], cumulative: bool
-    ) -> None: ...
-
-    def redeliver_released(self, entry_ids: list[int]) -> None: ...
+    from engine.subscription import Consumer, Subscription
 
 
 #: ``(entry_id, still-unacknowledged batch indexes or None for the whole entry, batch size)``, as an ACK carries it.
@@ -105,7 +53,7 @@ class PendingAck:
     cumulative ack redelivers nothing (the consumer asks for redelivery, or reconnects).
     """
 
-    def __init__(self, subscription: AckedSubscription) -> None:
+    def __init__(self, subscription: Subscription) -> None:
         self.subscription = subscription
         #: entry id -> {txn: acknowledged batch indexes as a mask, or None for the whole entry}.
         self.held: dict[int, dict[TxnId, int | None]] = {}
@@ -140,7 +88,7 @@ class PendingAck:
     def acknowledge(
         self,
         txn: TxnId,
-        consumer: AckingConsumer | None,
+        consumer: Consumer | None,
         acks: list[Ack],
         cumulative: bool,
         replay: bool = False,

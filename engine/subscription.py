@@ -14,7 +14,6 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
 
 import mmh3
@@ -23,14 +22,12 @@ from engine.clock import Cancellable, now_ms
 from engine.cursor import Cursor
 from engine.entry import Entry
 from engine.errors import BrokerError
-from engine.pending_ack import AckHost, PendingAck
+from engine.subscription_types import SubType
 from wire.pulsar_api_pb2 import ServerError
 
 if TYPE_CHECKING:
-    from engine.clock import Clock
-    from engine.limits import TopicLimits
     from engine.names import TopicName
-    from engine.store import Store
+    from engine.topic import Topic
 
 #: Entries one dispatch pass may read (to deliver, or to pass over: acknowledged, hidden, held) before it yields to
 #: other work...
@@ -50,15 +47,6 @@ RING_POINTS = 100
 #: tick of being read is delivered at once; held ones are released when the first of them is due (at most once a
 #: tick), together with those due within the next tick, as Pulsar releases them.
 DELAYED_DELIVERY_TICK_MS = 1000
-
-
-class SubType(IntEnum):
-    """Subscription types, numbered as ``CommandSubscribe.SubType``."""
-
-    EXCLUSIVE = 0
-    SHARED = 1
-    FAILOVER = 2
-    KEY_SHARED = 3
 
 
 @dataclass(slots=True)
@@ -329,66 +317,28 @@ class ConsumerGroup:
         consumer.sink.deliver(consumer, deliveries)
 
 
-class SubscriptionPolicies(Protocol):
-    """What a subscription asks of the policies (``engine.namespaces.Namespaces``)."""
+class HeldAcks(Protocol):
+    """A subscription's pending acks (``engine.pending_ack.PendingAck``), as dispatch asks them what transactions
+    hold."""
 
-    generation: int
+    def holds(self, entry_id: int, batch_size: int) -> bool: ...
 
-    def limits(self, name: TopicName) -> TopicLimits: ...
-
-
-class SubscriptionHost(AckHost, Protocol):
-    """What a subscription (and its pending acks) needs of the broker, reached through its topic."""
-
-    namespaces: SubscriptionPolicies
-
-
-class CompactedView(Protocol):
-    """A topic's compacted view, as dispatch reads it (``engine.compaction.Compaction``)."""
-
-    horizon: int
-
-    def read(self, start: int, count: int) -> list[Entry]: ...
-
-
-class VisibilityFilter(Protocol):
-    """What dispatch asks of a topic's transaction buffer (``engine.txn_buffer.TransactionBuffer``)."""
-
-    def hides(self, entry: Entry) -> bool: ...
-
-
-class SubscribedTopic(Protocol):
-    """The topic partition a subscription belongs to, as the subscription uses it (``engine.topic.Topic``
-    satisfies it; passed down at construction)."""
-
-    name: TopicName
-    topic_id: int
-    clock: Clock
-    store: Store
-    broker: SubscriptionHost
-    last_confirmed: int
-    terminated: int | None
-    compaction: CompactedView
-    txn_buffer: VisibilityFilter
-
-    @property
-    def read_limit(self) -> int: ...
-
-    def read(self, start: int, end: int, max_bytes: int | None = None) -> list[Entry]: ...
-
-    def read_ids(self, entry_ids: list[int], max_bytes: int | None = None) -> list[Entry]: ...
-
-    def entry_at_time(self, publish_time_ms: int) -> int: ...
-
-    def cursor_changed(self, subscription: Subscription) -> None: ...
-
-    def remove_subscription(self, subscription: Subscription) -> None: ...
+    def held_indexes(self, entry_id: int) -> int: ...
 
 
 class Subscription(ConsumerGroup):
     """One subscription on one topic partition."""
 
-    def __init__(self, topic: SubscribedTopic, name: str, sub_type: SubType, cursor: Cursor, durable: bool) -> None:
+    def __init__(
+        self,
+        topic: Topic,
+        name: str,
+        sub_type: SubType,
+        cursor: Cursor,
+        durable: bool,
+        pending_ack: Callable[[Subscription], HeldAcks],
+    ) -> None:
+        """``pending_ack`` builds the subscription's pending acks (their class sits in a layer above)."""
         super().__init__(topic.name, name, sub_type)
         self.topic = topic
         self.cursor = cursor
@@ -397,7 +347,7 @@ class Subscription(ConsumerGroup):
         self.redelivery_counts: dict[int, int] = {}
         self._replay: set[int] = set()
         self._continuation = False
-        self.pending_ack = PendingAck(self)
+        self.pending_ack = pending_ack(self)
         #: Key_Shared: consumers that joined after others, with the read position at their arrival.
         self._recently_joined: dict[Consumer, int] = {}
         #: Shared and Key_Shared: entries its consumers may hold unacknowledged together (0: no limit).

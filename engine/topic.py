@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sized
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from engine.clock import Clock, now_ms
-from engine.compaction import Compaction, CompactionHost
 from engine.cursor import Cursor
 from engine.entry import Entry
 from engine.entry_cache import CacheBudget, EntryCache
 from engine.errors import BrokerError
-from engine.limits import SUBSCRIPTION_TYPES, TopicLimits
+from engine.limits import TopicLimits
 from engine.names import TopicName
-from engine.pending_ack import SubscriptionEnlister
 from engine.store import TopicRecord, up_to_bytes
-from engine.subscription import Consumer, ConsumerGroup, Subscription, SubscriptionHost, SubType
+from engine.subscription_types import SUBSCRIPTION_TYPES, SubType
 from engine.transactions import TxnId
-from engine.txn_buffer import BufferHost, SnapshotPolicy, TransactionBuffer, TxnLookup
 from wire.framing import make_body, stored_payload
 from wire.pulsar_api_pb2 import MessageMetadata, ServerError
 
@@ -41,7 +38,7 @@ class AccessMode(IntEnum):
 
 
 class TopicPolicies(Protocol):
-    """What a topic asks of the namespace and topic policies above it (``engine.namespaces.Namespaces``)."""
+    """What a topic and its parts ask of the namespace and topic policies (``engine.namespaces.Namespaces``)."""
 
     #: Changes whenever a policy does (a topic caches what it read until then).
     generation: int
@@ -52,17 +49,30 @@ class TopicPolicies(Protocol):
 
 
 class TopicConfig(Protocol):
-    """The engine settings a topic reads."""
+    """The engine settings a topic and its parts read (``engine.broker.BrokerConfig``)."""
 
-    snapshot_policy: SnapshotPolicy
+    #: Handed to the transaction buffer.
+    snapshot_policy: object
     max_message_size: int
 
 
-class TxnRegistry(TxnLookup, SubscriptionEnlister, Protocol):
-    """The coordinators, as a topic's transaction buffer and its subscriptions' pending acks ask them."""
+class LiveTxn(Protocol):
+    """A transaction its coordinator still knows (``engine.coordinator.TxnMeta``), as a topic's parts read it."""
+
+    #: The full names of the partitions it was added to.
+    partitions: Collection[str]
 
 
-class TopicHost(SubscriptionHost, BufferHost, CompactionHost, Protocol):
+class TxnRegistry(Protocol):
+    """The coordinators (``engine.coordinator.Coordinators``), as a topic's transaction buffer and its
+    subscriptions' pending acks ask them."""
+
+    def live(self, txn: TxnId) -> LiveTxn | None: ...
+
+    def enlist_subscription(self, txn: TxnId, topic: str, subscription: str) -> None: ...
+
+
+class TopicHost(Protocol):
     """What a topic and its parts need of the broker that holds it, passed down at construction
     (``engine.broker.Broker`` satisfies it): time, the store, the entry cache budget, the policies, the
     coordinators and the group commit."""
@@ -83,6 +93,80 @@ class TopicHost(SubscriptionHost, BufferHost, CompactionHost, Protocol):
     def request_flush(self) -> None: ...
 
     def deduplication(self, name: TopicName) -> bool: ...
+
+
+class Subscriber(Protocol):
+    """A consumer subscribing (``engine.subscription.Consumer``), as the topic checks and sets it up."""
+
+    read_compacted: bool
+    max_unacked: int
+
+
+class ConsumerCount(Protocol):
+    """A subscription of either domain, as the consumer limits count its consumers."""
+
+    @property
+    def consumers(self) -> Sized: ...
+
+
+class RecoveredAcks(Protocol):
+    """A subscription's pending acks (``engine.pending_ack.PendingAck``), as the topic rebuilds them."""
+
+    def recover(self, records: list[tuple[TxnId, str]]) -> None: ...
+
+
+class TopicSubscription(ConsumerCount, Protocol):
+    """A subscription the topic owns (``engine.subscription.Subscription``), as the topic uses it."""
+
+    name: str
+    durable: bool
+    cursor: Cursor
+    sub_type: SubType
+    pending_ack: RecoveredAcks
+
+    def add_consumer(self, consumer: Any, sub_type: SubType, sticky: bool) -> None: ...
+
+    def take_limits(self) -> None: ...
+
+    def dispatch(self) -> None: ...
+
+    def close_consumers(self) -> None: ...
+
+
+class TopicTxnBuffer(Protocol):
+    """The topic's transaction buffer (``engine.txn_buffer.TransactionBuffer``), as the topic and dispatch use it."""
+
+    @property
+    def max_read_position(self) -> int: ...
+
+    def hides(self, entry: Entry) -> bool: ...
+
+    def appended(self, entry: Entry) -> None: ...
+
+    def plain_appended(self) -> None: ...
+
+    def rolled_back(self, last_confirmed: int) -> None: ...
+
+    def recover(self) -> None: ...
+
+
+class TopicCompaction(Protocol):
+    """The topic's compacted view (``engine.compaction.Compaction``), as dispatch reads it."""
+
+    horizon: int
+
+    def read(self, start: int, count: int) -> list[Entry]: ...
+
+
+class TopicParts(NamedTuple):
+    """How a topic builds the parts it owns, whose classes sit in the layers above it: the broker passes the real
+    ones down (``engine.broker.TOPIC_PARTS``)."""
+
+    #: ``(topic, name, sub_type, cursor, durable)``.
+    subscription: Callable[..., TopicSubscription]
+    #: ``(topic, snapshot_policy)``.
+    txn_buffer: Callable[[Topic, Any], TopicTxnBuffer]
+    compaction: Callable[[Topic], TopicCompaction]
 
 
 class ProducerSink(Protocol):
@@ -124,9 +208,9 @@ PublishCallback = Callable[[int | BrokerError], None]
 def check_consumer_limits(
     name: TopicName,
     limits: TopicLimits,
-    subscriptions: Mapping[str, ConsumerGroup],
+    subscriptions: Mapping[str, ConsumerCount],
     sub_type: SubType,
-    subscription: ConsumerGroup | None,
+    subscription: ConsumerCount | None,
     check_types: bool = True,
 ) -> None:
     """Refuse a consumer a topic's policies do not allow (``subscription``: the one it joins, None for a new one),
@@ -211,8 +295,9 @@ class ProducerHost:
 class Topic(ProducerHost):
     """One topic partition (or non-partitioned topic)."""
 
-    def __init__(self, broker: TopicHost, name: TopicName, record: TopicRecord) -> None:
+    def __init__(self, broker: TopicHost, name: TopicName, record: TopicRecord, parts: TopicParts) -> None:
         super().__init__(broker, name)
+        self.parts = parts
         self.store = broker.store
         self.topic_id = record.topic_id
         self.ledger_id = record.ledger_id
@@ -225,20 +310,20 @@ class Topic(ProducerHost):
         self.terminated: int | None = broker.terminated.get(name.full)
         self._cache = EntryCache(broker.entry_cache)
         self._cache.confirmed = self.last_confirmed
-        self.subscriptions: dict[str, Subscription] = {}
+        self.subscriptions: dict[str, TopicSubscription] = {}
         self._sequences = self.store.producer_sequences(self.topic_id)
         self._persisted_sequences = dict(self._sequences)
         #: ``(namespace policy generation, deduplication on)``, so that a publish need not look the policy up.
         self._deduplication = (-1, False)
-        self._dirty_cursors: dict[Subscription, None] = {}
+        self._dirty_cursors: dict[TopicSubscription, None] = {}
         #: Cursors staged for the commit in flight: written again if it fails.
-        self._cursors_in_flight: dict[Subscription, None] = {}
+        self._cursors_in_flight: dict[TopicSubscription, None] = {}
         for sub_name, state in self.store.cursors(self.topic_id).items():
             loaded = Cursor.loads(state)
-            self.subscriptions[sub_name] = Subscription(self, sub_name, SubType.EXCLUSIVE, loaded, durable=True)
-        self.txn_buffer = TransactionBuffer(self, broker.config.snapshot_policy)
+            self.subscriptions[sub_name] = parts.subscription(self, sub_name, SubType.EXCLUSIVE, loaded, durable=True)
+        self.txn_buffer = parts.txn_buffer(self, broker.config.snapshot_policy)
         self.txn_buffer.recover()
-        self.compaction = Compaction(self)
+        self.compaction = parts.compaction(self)
         held: dict[str, list[tuple[TxnId, str]]] = {}
         for sub_name, most, least, record in self.store.pending_acks(self.topic_id):
             held.setdefault(sub_name, []).append((TxnId(most, least), record))
@@ -444,13 +529,13 @@ class Topic(ProducerHost):
         self,
         sub_name: str,
         sub_type: SubType,
-        consumer: Consumer,
+        consumer: Subscriber,
         *,
         durable: bool,
         earliest: bool,
         start_entry: int | None,
         sticky: bool,
-    ) -> Subscription:
+    ) -> TopicSubscription:
         """Attach a consumer, creating the subscription if needed.
 
         A new subscription starts at the first entry (``earliest``), after the last (latest), or, for a
@@ -471,7 +556,7 @@ class Topic(ProducerHost):
                 first = self.first_entry_id()
             else:
                 first = self.read_limit + 1
-            subscription = Subscription(self, sub_name, sub_type, Cursor(first - 1), durable)
+            subscription = self.parts.subscription(self, sub_name, sub_type, Cursor(first - 1), durable)
         elif not subscription.consumers:
             subscription.sub_type = sub_type
         subscription.add_consumer(consumer, sub_type, sticky)
@@ -483,14 +568,14 @@ class Topic(ProducerHost):
                 self.cursor_changed(subscription)
         return subscription
 
-    def create_subscription(self, sub_name: str, next_entry: int) -> Subscription:
+    def create_subscription(self, sub_name: str, next_entry: int) -> TopicSubscription:
         """Create a durable subscription with no consumer whose next entry is ``next_entry`` (admin)."""
-        subscription = Subscription(self, sub_name, SubType.EXCLUSIVE, Cursor(next_entry - 1), durable=True)
+        subscription = self.parts.subscription(self, sub_name, SubType.EXCLUSIVE, Cursor(next_entry - 1), durable=True)
         self.subscriptions[sub_name] = subscription
         self.cursor_changed(subscription)
         return subscription
 
-    def remove_subscription(self, subscription: Subscription) -> None:
+    def remove_subscription(self, subscription: TopicSubscription) -> None:
         """Delete a subscription and its durable cursor."""
         if self.subscriptions.get(subscription.name) is subscription:
             del self.subscriptions[subscription.name]
@@ -499,7 +584,7 @@ class Topic(ProducerHost):
                 self.store.stage_cursor(self.topic_id, subscription.name, None)
                 self.broker.staged(self)
 
-    def cursor_changed(self, subscription: Subscription) -> None:
+    def cursor_changed(self, subscription: TopicSubscription) -> None:
         """Stage a durable cursor for the next commit."""
         if subscription.durable and self.subscriptions.get(subscription.name) is subscription:
             self._dirty_cursors[subscription] = None

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from engine.clock import Cancellable, now_ms
 from engine.entry import Entry
@@ -29,9 +28,7 @@ from wire.framing import make_body
 from wire.pulsar_api_pb2 import MarkerType, MessageMetadata
 
 if TYPE_CHECKING:
-    from engine.clock import Clock
-    from engine.names import TopicName
-    from engine.store import Store
+    from engine.topic import Topic
 
 log = logging.getLogger(__name__)
 
@@ -49,46 +46,10 @@ class SnapshotPolicy:
     interval_seconds: float = 5.0
 
 
-class LiveTxn(Protocol):
-    """A transaction its coordinator still knows (``engine.coordinator.TxnMeta``), as a buffer reads it."""
-
-    #: The full names of the partitions it was added to.
-    partitions: Collection[str]
-
-
-class TxnLookup(Protocol):
-    """The coordinators, as a buffer asks them about a transaction it sees a send of."""
-
-    def live(self, txn: TxnId) -> LiveTxn | None: ...
-
-
-class BufferHost(Protocol):
-    """What a transaction buffer needs of the broker (``engine.broker.Broker``): the coordinators and the group
-    commit."""
-
-    coordinators: TxnLookup
-
-    def request_flush(self) -> None: ...
-
-
-class BufferedTopic(Protocol):
-    """The topic partition a buffer belongs to, as the buffer uses it (``engine.topic.Topic`` satisfies it; passed
-    down at construction)."""
-
-    name: TopicName
-    topic_id: int
-    last_confirmed: int
-    clock: Clock
-    store: Store
-    broker: BufferHost
-
-    def append_marker(self, body: bytes, metadata: MessageMetadata) -> int: ...
-
-
 class TransactionBuffer:
     """Transaction state of one topic partition."""
 
-    def __init__(self, topic: BufferedTopic, policy: SnapshotPolicy) -> None:
+    def __init__(self, topic: Topic, policy: SnapshotPolicy) -> None:
         self.topic = topic
         self.policy = policy
         self.ongoing: dict[TxnId, int] = {}

@@ -25,9 +25,9 @@ PACKAGES = ("wire", "engine", "proxy", "spark", "pulsar_txn", "pulsar_txn_proxy"
 #: new module must be given a place here.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("wire: protocol, sans-I/O", ("wire", "wire.*")),
-    # -- engine/, lowest first --
+    # -- engine/, lowest first: issue 30's order --
     (
-        "engine values: names, errors, ids, entries, time, schema rules",
+        "engine values: names, errors, ids, entries, time, limits, subscription types, schema rules",
         (
             "engine",
             "engine.errors",
@@ -36,20 +36,19 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "engine.deadlines",
             "engine.transactions",
             "engine.entry",
+            "engine.limits",
+            "engine.subscription_types",
             "engine.avro_compat",
             "engine.schema_compat",
-            "engine.limits",
         ),
     ),
+    ("engine store", ("engine.store", "engine.storage")),
+    ("engine topic and cursor", ("engine.topic", "engine.cursor", "engine.entry_cache")),
+    ("engine subscription and dispatch", ("engine.subscription", "engine.non_persistent")),
     (
-        "engine store: the durable log and its cache, cursors",
-        ("engine.store", "engine.storage", "engine.entry_cache", "engine.cursor"),
+        "engine transaction buffer, pending ack and compaction",
+        ("engine.txn_buffer", "engine.pending_ack", "engine.compaction"),
     ),
-    ("engine pending ack", ("engine.pending_ack",)),
-    ("engine subscription and dispatch", ("engine.subscription",)),
-    ("engine transaction buffer and compaction", ("engine.txn_buffer", "engine.compaction")),
-    ("engine topic", ("engine.topic",)),
-    ("engine non-persistent topic", ("engine.non_persistent",)),
     ("engine coordinator", ("engine.coordinator",)),
     (
         "engine namespaces and policies",

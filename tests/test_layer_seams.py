@@ -15,14 +15,21 @@ from twisted.internet.testing import MemoryReactorClock
 
 from engine.broker import Broker, BrokerConfig
 from engine.clock import ManualClock
-from engine.compaction import CompactedTopic, CompactionHost
 from engine.coordinator import CoordinatorHost
-from engine.pending_ack import AckedSubscription, AckHost, AckingConsumer
 from engine.store import Store
-from engine.subscription import Consumer, SubscribedTopic, SubscriptionHost, SubType
-from engine.topic import TopicHost, TopicPolicies
+from engine.subscription import Consumer, HeldAcks, SubType
+from engine.topic import (
+    ConsumerCount,
+    LiveTxn,
+    Subscriber,
+    TopicCompaction,
+    TopicHost,
+    TopicPolicies,
+    TopicSubscription,
+    TopicTxnBuffer,
+    TxnRegistry,
+)
 from engine.transactions import TxnStatus
-from engine.txn_buffer import BufferedTopic, BufferHost, LiveTxn
 from proxy.admin.auth import AdminAuthentication
 from proxy.admin.http import RequestAuthentication
 from proxy.connection import ConnectionService, ConnectionTimeouts, PulsarConnection
@@ -87,21 +94,19 @@ def engine(tmp_path: Path) -> Any:
     return broker, topic, subscription, consumer
 
 
-def test_engine_objects_have_what_their_parts_declare(engine: Any) -> None:
+def test_engine_objects_have_what_the_layers_below_declare(engine: Any) -> None:
     broker, topic, subscription, consumer = engine
     pairs: list[tuple[type, object]] = [
-        (AckHost, broker),
-        (SubscriptionHost, broker),
-        (BufferHost, broker),
-        (CompactionHost, broker),
         (TopicHost, broker),
         (TopicPolicies, broker.namespaces),
+        (TxnRegistry, broker.coordinators),
         (CoordinatorHost, broker),
-        (AckedSubscription, subscription),
-        (AckingConsumer, consumer),
-        (SubscribedTopic, topic),
-        (BufferedTopic, topic),
-        (CompactedTopic, topic),
+        (TopicSubscription, subscription),
+        (ConsumerCount, subscription),
+        (Subscriber, consumer),
+        (HeldAcks, subscription.pending_ack),
+        (TopicTxnBuffer, topic.txn_buffer),
+        (TopicCompaction, topic.compaction),
     ]
     problems = [p for protocol, obj in pairs for p in _check(protocol, obj)]
     assert not problems, "\n".join(problems)
@@ -117,7 +122,7 @@ def test_a_live_transaction_has_its_partitions(engine: Any) -> None:
     assert _check(LiveTxn, meta) == []
 
 
-def test_proxy_objects_have_what_their_parts_declare(engine: Any) -> None:
+def test_proxy_objects_have_what_the_layers_below_declare(engine: Any) -> None:
     broker = engine[0]
     service = BrokerService(broker, MemoryReactorClock(), "127.0.0.1", 6650, ConnectionTimeouts())
     connection = PulsarConnection(service)
