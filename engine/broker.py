@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -9,18 +10,21 @@ from typing import Any, Protocol
 
 from engine.authorization import Authorization
 from engine.clock import Clock, now_ms
+from engine.compaction import Compaction
 from engine.coordinator import COORDINATOR_ASSIGN_TOPIC, Coordinators
 from engine.entry_cache import CacheBudget
 from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.namespaces import Namespaces
 from engine.non_persistent import NonPersistentTopic
+from engine.pending_ack import PendingAck
 from engine.schemas import SchemaRegistry
 from engine.stats import BrokerStats
 from engine.store import StagedWrites, Store, StoreFullError
-from engine.topic import Topic
+from engine.subscription import Subscription
+from engine.topic import Topic, TopicParts
 from engine.topic_list import TopicListWatches
-from engine.txn_buffer import SnapshotPolicy
+from engine.txn_buffer import SnapshotPolicy, TransactionBuffer
 from wire.framing import DEFAULT_MAX_MESSAGE_SIZE
 from wire.pulsar_api_pb2 import ServerError
 
@@ -56,6 +60,13 @@ class BrokerConfig:
     super_user_roles: tuple[str, ...] = ()
 
 
+#: The parts a topic owns, built by the classes of the layers above the topic: subscriptions (each with its pending
+#: acks), the transaction buffer and the compacted view.
+TOPIC_PARTS = TopicParts(
+    subscription=functools.partial(Subscription, pending_ack=PendingAck),
+    txn_buffer=TransactionBuffer,
+    compaction=Compaction,
+)
 #: Store metadata kind of topic partitions' creation times (epoch milliseconds).
 _CREATED = "topic_created"
 #: A commit that replies wait for and that holds at most this many entries and bytes counts as small (see
@@ -218,7 +229,7 @@ class Broker:
             self._records[name.full] = record
             self.topic_watches.changed(name.namespace_name)
             self._created(name.full)
-        loaded = Topic(self, name, record)
+        loaded = Topic(self, name, record, TOPIC_PARTS)
         self.topics[name.full] = loaded
         return loaded
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.clock import now_ms
 from engine.deadlines import DeadlineTracker
@@ -42,7 +42,28 @@ from engine.transactions import (
 from wire.pulsar_api_pb2 import ServerError
 
 if TYPE_CHECKING:
-    from engine.broker import Broker
+    from engine.clock import Clock
+    from engine.store import Store
+    from engine.topic import Topic
+
+
+class CoordinatorHost(Protocol):
+    """What the coordinators need of the broker above them, passed down at construction (``engine.broker.Broker``
+    satisfies it): the store and the clock, the group commit (``after_commit``, ``request_flush``, ``flush``), the
+    loaded topics whose buffers and pending acks an end reaches, and the namespaces that exist."""
+
+    store: Store
+    clock: Clock
+    namespaces: Container[str]
+
+    def after_commit(self, callback: Callable[[Any], None], value: Any) -> None: ...
+
+    def request_flush(self) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def existing_topic(self, topic: str) -> Topic | None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +130,7 @@ class Coordinator:
 class Coordinators:
     """All coordinators of this endpoint, sharing the broker's store."""
 
-    def __init__(self, broker: Broker, count: int, end_delay_ms: int = 0) -> None:
+    def __init__(self, broker: CoordinatorHost, count: int, end_delay_ms: int = 0) -> None:
         self.broker = broker
         self.store = broker.store
         self.clock = broker.clock

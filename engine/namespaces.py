@@ -5,8 +5,8 @@ returns what was set. Those that change behaviour here: ``deduplicationEnabled``
 ``message_ttl_in_seconds``, ``compaction_threshold``, ``backlog_quota_map``, ``autoTopicCreationOverride``,
 ``autoSubscriptionCreationOverride`` (a producer's initial subscription) and
 ``schema_compatibility_strategy`` (with the deprecated ``schema_auto_update_compatibility_strategy`` and
-``is_allow_auto_update_schema``); the broker and :class:`PolicyEnforcer` read them through the accessors below.
-Every other policy is stored and returned as set.
+``is_allow_auto_update_schema``); the broker and :class:`engine.policy_enforcer.PolicyEnforcer` read them through
+the accessors below. Every other policy is stored and returned as set.
 
 Topic policies are kept as Pulsar's ``TopicPolicies`` JSON object holds them, under the topic's name (a
 partitioned topic's name for all its partitions). Where one is set it wins over the namespace's: message TTL,
@@ -20,17 +20,15 @@ import json
 import logging
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from engine import backlog_quota
-from engine.clock import Cancellable, now_ms
-from engine.compaction import CompactionStatus
+from engine.limits import TopicLimits
 from engine.names import TopicName
 from engine.schema_compat import AUTO_UPDATE_STRATEGIES, BROKER_DEFAULT
 from engine.store import Store
 
 if TYPE_CHECKING:
-    from engine.broker import Broker
     from engine.topic import Topic
 
 log = logging.getLogger(__name__)
@@ -50,24 +48,6 @@ _BUNDLES = {
 #: Pulsar's broker.conf defaults of the limits topic and namespace policies override (0: no limit).
 MAX_UNACKED_PER_CONSUMER = 50_000
 MAX_UNACKED_PER_SUBSCRIPTION = 200_000
-#: Every subscription type, by the names policies use.
-SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
-
-
-class TopicLimits(NamedTuple):
-    """The limits in force on a topic (a topic's own policy, else its namespace's, else the broker's); 0 or None:
-    no limit."""
-
-    max_producers: int
-    max_consumers: int
-    max_consumers_per_subscription: int
-    max_subscriptions: int
-    #: Subscription types allowed (every type when empty).
-    subscription_types: tuple[str, ...]
-    max_unacked_per_consumer: int
-    max_unacked_per_subscription: int
-    #: Bytes of a message's metadata and payload (None: the broker's limit).
-    max_message_size: int | None
 
 
 def valid_name(name: str) -> bool:
@@ -275,6 +255,12 @@ class Namespaces:
         """Seconds after which a topic's unacknowledged messages expire (0: never)."""
         return int(self.applied_policy(name, "messageTTLInSeconds", "message_ttl_in_seconds") or 0)
 
+    def check_new_producer(self, topic: Topic, now_ms: int) -> None:
+        """Refuse a new producer on a topic while one of its backlog quotas with a producer policy is exceeded."""
+        quotas = self.backlog_quotas(topic.name)
+        if quotas:
+            backlog_quota.check_new_producer(topic, quotas, now_ms)
+
     def backlog_quotas(self, name: TopicName) -> backlog_quota.Quotas:
         """A topic's backlog quotas by type: each type the topic's own, else its namespace's."""
         quotas = backlog_quota.parse_quotas(self.policy(name.namespace_name, "backlog_quota_map"))
@@ -328,110 +314,3 @@ class Namespaces:
     def allow_auto_update_schema(self, namespace: str) -> bool:
         """Whether producers may add new schema versions to the namespace's topics."""
         return self.policy(namespace, "is_allow_auto_update_schema") is not False
-
-
-# -- message TTL and retention -------------------------------------------------------------------
-
-
-def consumed_upto(topic: Topic) -> int:
-    """The last entry every durable subscription has acknowledged (everything readable if none)."""
-    marks = [s.cursor.mark_delete for s in topic.subscriptions.values() if s.durable]
-    return min([topic.read_limit, *marks])
-
-
-def compact_over(topic: Topic, threshold: int) -> bool:
-    """Start a compaction of a topic holding more than ``threshold`` bytes after its compacted view, as Pulsar's
-    ``checkCompaction``; whether one started."""
-    compaction = topic.compaction
-    if compaction.status is CompactionStatus.RUNNING:
-        return False
-    _, size = topic.store.entries_size(topic.topic_id, compaction.horizon, topic.read_limit)
-    if size <= threshold:
-        return False
-    log.info("%s: %d bytes after the compacted view exceed the compaction threshold %d", topic.name, size, threshold)
-    compaction.trigger()
-    return True
-
-
-class PolicyEnforcer:
-    """Applies message TTL, retention, the compaction threshold and backlog quotas to the loaded topics every
-    ``interval`` seconds, and drops the non-persistent topics nobody used for that long."""
-
-    def __init__(self, broker: Broker, interval: float) -> None:
-        self.broker = broker
-        self.interval = interval
-        self._call: Cancellable | None = None
-
-    def start(self) -> None:
-        """Check now and then every ``interval`` seconds."""
-        self._call = self.broker.clock.call_later(self.interval, self._tick)
-
-    def stop(self) -> None:
-        """Stop checking."""
-        if self._call is not None:
-            self._call.cancel()
-            self._call = None
-
-    def _tick(self) -> None:
-        try:
-            self.run()
-        except Exception:
-            log.exception("applying message TTL and retention failed")
-        self.start()
-
-    def run(self) -> None:
-        """One pass over the loaded topics."""
-        namespaces = self.broker.namespaces
-        now = now_ms(self.broker.clock)
-        for topic in list(self.broker.topics.values()):
-            name = topic.name
-            if name.namespace_name not in namespaces:
-                continue
-            ttl = namespaces.message_ttl(name)
-            if ttl > 0:
-                for subscription in list(topic.subscriptions.values()):
-                    subscription.expire_before(now - ttl * 1000)
-            retention = namespaces.retention(name)
-            if retention is not None:
-                self.trim(topic, retention, now)
-            threshold = namespaces.compaction_threshold(name)
-            if threshold > 0:
-                compact_over(topic, threshold)
-            quotas = namespaces.backlog_quotas(name)
-            if quotas:
-                backlog_quota.enforce(topic, quotas, now)
-        self.drop_idle_non_persistent(now)
-
-    def drop_idle_non_persistent(self, now: int) -> None:
-        """Forget the non-persistent topics found unused at two checks ``interval`` apart (they hold nothing)."""
-        for name, topic in list(self.broker.non_persistent.items()):
-            if topic.in_use:
-                topic.idle_since = None
-            elif topic.idle_since is None:
-                topic.idle_since = now
-            elif now - topic.idle_since >= self.interval * 1000:
-                del self.broker.non_persistent[name]
-                log.info("%s: dropped after %d s without producers or subscriptions", name, self.interval)
-
-    def trim(self, topic: Topic, retention: tuple[int, int], now: int) -> int:
-        """Delete acknowledged entries beyond the retention limits; returns the last entry deleted (-1 if none).
-
-        As in Pulsar, acknowledged data goes once it is older than the retention time, or once the topic holds
-        more than the retention size; -1 for a limit means no limit, and entries still to be read stay.
-        """
-        minutes, megabytes = retention
-        consumed = consumed_upto(topic)
-        upto = -1
-        if minutes >= 0:
-            upto = max(upto, topic.entry_at_time(now - minutes * 60_000) - 1)
-        if megabytes >= 0:
-            over = topic.store.newest_over_size(topic.topic_id, topic.last_confirmed, megabytes * 1024 * 1024)
-            if over is not None:
-                upto = max(upto, over)
-        upto = min(upto, consumed)
-        if upto < topic.first_entry_id():
-            return -1
-        topic.store.stage_trim(topic.topic_id, upto)
-        self.broker.after_commit(lambda _: self.broker.stats.storage.forget(topic.topic_id), None)
-        log.info("%s: retention %s deletes entries up to %d", topic.name, retention, upto)
-        return upto

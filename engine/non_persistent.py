@@ -20,17 +20,13 @@ As Pulsar's ``NonPersistentTopic``, ``NonPersistentSubscription`` and ``NonPersi
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from engine.entry import Entry
 from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.subscription import Consumer, ConsumerGroup, Delivery, SubType
-from engine.topic import Producer, ProducerHost, check_consumer_limits
+from engine.topic import Producer, ProducerHost, TopicHost, check_consumer_limits
 from wire.pulsar_api_pb2 import MessageMetadata, ServerError
-
-if TYPE_CHECKING:
-    from engine.broker import Broker
 
 #: Ledger and entry id of every non-persistent message.
 MESSAGE_ID = 0
@@ -95,7 +91,7 @@ class NonPersistentTopic(ProducerHost):
     #: Message ids of these topics name no ledger.
     ledger_id = MESSAGE_ID
 
-    def __init__(self, broker: Broker, name: TopicName) -> None:
+    def __init__(self, broker: TopicHost, name: TopicName) -> None:
         super().__init__(broker, name)
         self.subscriptions: dict[str, NonPersistentSubscription] = {}
         #: Messages and bytes delivered on subscriptions since removed (the topic's totals keep them, as Pulsar's).

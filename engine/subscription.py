@@ -14,7 +14,6 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
 
 import mmh3
@@ -23,12 +22,11 @@ from engine.clock import Cancellable, now_ms
 from engine.cursor import Cursor
 from engine.entry import Entry
 from engine.errors import BrokerError
-from engine.pending_ack import PendingAck
+from engine.subscription_types import SubType
 from wire.pulsar_api_pb2 import ServerError
 
 if TYPE_CHECKING:
     from engine.names import TopicName
-    from engine.non_persistent import NonPersistentSubscription
     from engine.topic import Topic
 
 #: Entries one dispatch pass may read (to deliver, or to pass over: acknowledged, hidden, held) before it yields to
@@ -49,15 +47,6 @@ RING_POINTS = 100
 #: tick of being read is delivered at once; held ones are released when the first of them is due (at most once a
 #: tick), together with those due within the next tick, as Pulsar releases them.
 DELAYED_DELIVERY_TICK_MS = 1000
-
-
-class SubType(IntEnum):
-    """Subscription types, numbered as ``CommandSubscribe.SubType``."""
-
-    EXCLUSIVE = 0
-    SHARED = 1
-    FAILOVER = 2
-    KEY_SHARED = 3
 
 
 @dataclass(slots=True)
@@ -108,7 +97,8 @@ class Consumer:
     permits: int = 0
     #: Entries delivered to this consumer and not yet acknowledged.
     pending: set[int] = field(default_factory=set)
-    subscription: Subscription | NonPersistentSubscription | None = None
+    #: The subscription it is attached to (a ``Subscription`` or a ``NonPersistentSubscription``), else None.
+    subscription: ConsumerGroup | None = None
     #: Messages and bytes delivered to this consumer.
     messages_out: int = 0
     bytes_out: int = 0
@@ -327,10 +317,28 @@ class ConsumerGroup:
         consumer.sink.deliver(consumer, deliveries)
 
 
+class HeldAcks(Protocol):
+    """A subscription's pending acks (``engine.pending_ack.PendingAck``), as dispatch asks them what transactions
+    hold."""
+
+    def holds(self, entry_id: int, batch_size: int) -> bool: ...
+
+    def held_indexes(self, entry_id: int) -> int: ...
+
+
 class Subscription(ConsumerGroup):
     """One subscription on one topic partition."""
 
-    def __init__(self, topic: Topic, name: str, sub_type: SubType, cursor: Cursor, durable: bool) -> None:
+    def __init__(
+        self,
+        topic: Topic,
+        name: str,
+        sub_type: SubType,
+        cursor: Cursor,
+        durable: bool,
+        pending_ack: Callable[[Subscription], HeldAcks],
+    ) -> None:
+        """``pending_ack`` builds the subscription's pending acks (their class sits in a layer above)."""
         super().__init__(topic.name, name, sub_type)
         self.topic = topic
         self.cursor = cursor
@@ -339,7 +347,7 @@ class Subscription(ConsumerGroup):
         self.redelivery_counts: dict[int, int] = {}
         self._replay: set[int] = set()
         self._continuation = False
-        self.pending_ack = PendingAck(self)
+        self.pending_ack = pending_ack(self)
         #: Key_Shared: consumers that joined after others, with the read position at their arrival.
         self._recently_joined: dict[Consumer, int] = {}
         #: Shared and Key_Shared: entries its consumers may hold unacknowledged together (0: no limit).

@@ -3,31 +3,26 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sized
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from engine import backlog_quota
-from engine.clock import now_ms
-from engine.compaction import Compaction
+from engine.clock import Clock, now_ms
 from engine.cursor import Cursor
 from engine.entry import Entry
-from engine.entry_cache import EntryCache
+from engine.entry_cache import CacheBudget, EntryCache
 from engine.errors import BrokerError
+from engine.limits import TopicLimits
 from engine.names import TopicName
-from engine.namespaces import SUBSCRIPTION_TYPES, TopicLimits
 from engine.store import TopicRecord, up_to_bytes
-from engine.subscription import Consumer, ConsumerGroup, Subscription, SubType
+from engine.subscription_types import SUBSCRIPTION_TYPES, SubType
 from engine.transactions import TxnId
-from engine.txn_buffer import TransactionBuffer
 from wire.framing import make_body, stored_payload
 from wire.pulsar_api_pb2 import MessageMetadata, ServerError
 
 if TYPE_CHECKING:
-    from engine.broker import Broker
-    from engine.coordinator import TxnMeta
-    from engine.non_persistent import NonPersistentTopic
+    from engine.store import Store
 
 #: Receipt id of a message dropped as a duplicate (Pulsar answers -1:-1).
 DUPLICATE = -1
@@ -40,6 +35,138 @@ class AccessMode(IntEnum):
     EXCLUSIVE = 1
     WAIT_FOR_EXCLUSIVE = 2
     EXCLUSIVE_WITH_FENCING = 3
+
+
+class TopicPolicies(Protocol):
+    """What a topic and its parts ask of the namespace and topic policies (``engine.namespaces.Namespaces``)."""
+
+    #: Changes whenever a policy does (a topic caches what it read until then).
+    generation: int
+
+    def limits(self, name: TopicName) -> TopicLimits: ...
+
+    def check_new_producer(self, topic: Topic, now_ms: int) -> None: ...
+
+
+class TopicConfig(Protocol):
+    """The engine settings a topic and its parts read (``engine.broker.BrokerConfig``)."""
+
+    #: Handed to the transaction buffer.
+    snapshot_policy: object
+    max_message_size: int
+
+
+class LiveTxn(Protocol):
+    """A transaction its coordinator still knows (``engine.coordinator.TxnMeta``), as a topic's parts read it."""
+
+    #: The full names of the partitions it was added to.
+    partitions: Collection[str]
+
+
+class TxnRegistry(Protocol):
+    """The coordinators (``engine.coordinator.Coordinators``), as a topic's transaction buffer and its
+    subscriptions' pending acks ask them."""
+
+    def live(self, txn: TxnId) -> LiveTxn | None: ...
+
+    def enlist_subscription(self, txn: TxnId, topic: str, subscription: str) -> None: ...
+
+
+class TopicHost(Protocol):
+    """What a topic and its parts need of the broker that holds it, passed down at construction
+    (``engine.broker.Broker`` satisfies it): time, the store, the entry cache budget, the policies, the
+    coordinators and the group commit."""
+
+    clock: Clock
+    store: Store
+    config: TopicConfig
+    entry_cache: CacheBudget
+    #: Full topic name -> last entry, of the terminated topics.
+    terminated: dict[str, int]
+    namespaces: TopicPolicies
+    coordinators: TxnRegistry
+
+    def after_commit(self, callback: Callable[[Any], None], value: Any) -> None: ...
+
+    def staged(self, topic: Topic) -> None: ...
+
+    def request_flush(self) -> None: ...
+
+    def deduplication(self, name: TopicName) -> bool: ...
+
+
+class Subscriber(Protocol):
+    """A consumer subscribing (``engine.subscription.Consumer``), as the topic checks and sets it up."""
+
+    read_compacted: bool
+    max_unacked: int
+
+
+class ConsumerCount(Protocol):
+    """A subscription of either domain, as the consumer limits count its consumers."""
+
+    @property
+    def consumers(self) -> Sized: ...
+
+
+class RecoveredAcks(Protocol):
+    """A subscription's pending acks (``engine.pending_ack.PendingAck``), as the topic rebuilds them."""
+
+    def recover(self, records: list[tuple[TxnId, str]]) -> None: ...
+
+
+class TopicSubscription(ConsumerCount, Protocol):
+    """A subscription the topic owns (``engine.subscription.Subscription``), as the topic uses it."""
+
+    name: str
+    durable: bool
+    cursor: Cursor
+    sub_type: SubType
+    pending_ack: RecoveredAcks
+
+    def add_consumer(self, consumer: Any, sub_type: SubType, sticky: bool) -> None: ...
+
+    def take_limits(self) -> None: ...
+
+    def dispatch(self) -> None: ...
+
+    def close_consumers(self) -> None: ...
+
+
+class TopicTxnBuffer(Protocol):
+    """The topic's transaction buffer (``engine.txn_buffer.TransactionBuffer``), as the topic and dispatch use it."""
+
+    @property
+    def max_read_position(self) -> int: ...
+
+    def hides(self, entry: Entry) -> bool: ...
+
+    def appended(self, entry: Entry) -> None: ...
+
+    def plain_appended(self) -> None: ...
+
+    def rolled_back(self, last_confirmed: int) -> None: ...
+
+    def recover(self) -> None: ...
+
+
+class TopicCompaction(Protocol):
+    """The topic's compacted view (``engine.compaction.Compaction``), as dispatch reads it."""
+
+    horizon: int
+
+    def read(self, start: int, count: int) -> list[Entry]: ...
+
+
+class TopicParts(NamedTuple):
+    """How a topic builds the parts it owns, whose classes sit in the layers above it: the broker passes the real
+    ones down (``engine.broker.TOPIC_PARTS``)."""
+
+    #: ``(topic, name, sub_type, cursor, durable)``.
+    subscription: Callable[..., TopicSubscription]
+    #: ``(topic, snapshot_policy)``.
+    txn_buffer: Callable[[Topic, Any], TopicTxnBuffer]
+    compaction: Callable[[Topic], TopicCompaction]
 
 
 class ProducerSink(Protocol):
@@ -59,7 +186,8 @@ class Producer:
     access_mode: AccessMode
     epoch: int
     sink: ProducerSink
-    topic: Topic | NonPersistentTopic | None = None
+    #: The topic it is attached to (a ``Topic`` or a ``NonPersistentTopic``), else None.
+    topic: ProducerHost | None = None
     #: The schema version the producer declared, if any.
     schema_version: int | None = None
     #: The properties the client gave the producer (reported in topic stats).
@@ -69,7 +197,8 @@ class Producer:
     bytes_in: int = 0
     #: The transaction of this producer's last accepted transactional send: its next sends in the same open
     #: transaction need no lookup (a transaction's partitions only grow while it is open).
-    accepted_txn: TxnMeta | None = None
+    #: (The coordinator's ``TxnMeta``, opaque to the topic.)
+    accepted_txn: object | None = None
 
 
 #: Completion of a publish: the entry id (or ``DUPLICATE``), or the error.
@@ -79,9 +208,9 @@ PublishCallback = Callable[[int | BrokerError], None]
 def check_consumer_limits(
     name: TopicName,
     limits: TopicLimits,
-    subscriptions: Mapping[str, ConsumerGroup],
+    subscriptions: Mapping[str, ConsumerCount],
     sub_type: SubType,
-    subscription: ConsumerGroup | None,
+    subscription: ConsumerCount | None,
     check_types: bool = True,
 ) -> None:
     """Refuse a consumer a topic's policies do not allow (``subscription``: the one it joins, None for a new one),
@@ -102,7 +231,7 @@ def check_consumer_limits(
 class ProducerHost:
     """What topics of both domains share: a name and the producers attached to it, with their access modes."""
 
-    def __init__(self, broker: Broker, name: TopicName) -> None:
+    def __init__(self, broker: TopicHost, name: TopicName) -> None:
         self.broker = broker
         self.clock = broker.clock
         self.name = name
@@ -166,8 +295,9 @@ class ProducerHost:
 class Topic(ProducerHost):
     """One topic partition (or non-partitioned topic)."""
 
-    def __init__(self, broker: Broker, name: TopicName, record: TopicRecord) -> None:
+    def __init__(self, broker: TopicHost, name: TopicName, record: TopicRecord, parts: TopicParts) -> None:
         super().__init__(broker, name)
+        self.parts = parts
         self.store = broker.store
         self.topic_id = record.topic_id
         self.ledger_id = record.ledger_id
@@ -180,20 +310,20 @@ class Topic(ProducerHost):
         self.terminated: int | None = broker.terminated.get(name.full)
         self._cache = EntryCache(broker.entry_cache)
         self._cache.confirmed = self.last_confirmed
-        self.subscriptions: dict[str, Subscription] = {}
+        self.subscriptions: dict[str, TopicSubscription] = {}
         self._sequences = self.store.producer_sequences(self.topic_id)
         self._persisted_sequences = dict(self._sequences)
         #: ``(namespace policy generation, deduplication on)``, so that a publish need not look the policy up.
         self._deduplication = (-1, False)
-        self._dirty_cursors: dict[Subscription, None] = {}
+        self._dirty_cursors: dict[TopicSubscription, None] = {}
         #: Cursors staged for the commit in flight: written again if it fails.
-        self._cursors_in_flight: dict[Subscription, None] = {}
+        self._cursors_in_flight: dict[TopicSubscription, None] = {}
         for sub_name, state in self.store.cursors(self.topic_id).items():
             loaded = Cursor.loads(state)
-            self.subscriptions[sub_name] = Subscription(self, sub_name, SubType.EXCLUSIVE, loaded, durable=True)
-        self.txn_buffer = TransactionBuffer(self, broker.config.snapshot_policy)
+            self.subscriptions[sub_name] = parts.subscription(self, sub_name, SubType.EXCLUSIVE, loaded, durable=True)
+        self.txn_buffer = parts.txn_buffer(self, broker.config.snapshot_policy)
         self.txn_buffer.recover()
-        self.compaction = Compaction(self)
+        self.compaction = parts.compaction(self)
         held: dict[str, list[tuple[TxnId, str]]] = {}
         for sub_name, most, least, record in self.store.pending_acks(self.topic_id):
             held.setdefault(sub_name, []).append((TxnId(most, least), record))
@@ -291,9 +421,7 @@ class Topic(ProducerHost):
     def _check_producer(self) -> None:
         if self.terminated is not None:
             raise BrokerError(ServerError.TopicTerminatedError, f"Topic {self.name} was already terminated")
-        quotas = self.broker.namespaces.backlog_quotas(self.name)
-        if quotas:
-            backlog_quota.check_new_producer(self, quotas, now_ms(self.broker.clock))
+        self.broker.namespaces.check_new_producer(self, now_ms(self.broker.clock))
 
     def last_sequence_id(self, producer_name: str) -> int:
         """The highest stored sequence id of a producer name (-1 if none or deduplication is off)."""
@@ -401,13 +529,13 @@ class Topic(ProducerHost):
         self,
         sub_name: str,
         sub_type: SubType,
-        consumer: Consumer,
+        consumer: Subscriber,
         *,
         durable: bool,
         earliest: bool,
         start_entry: int | None,
         sticky: bool,
-    ) -> Subscription:
+    ) -> TopicSubscription:
         """Attach a consumer, creating the subscription if needed.
 
         A new subscription starts at the first entry (``earliest``), after the last (latest), or, for a
@@ -428,7 +556,7 @@ class Topic(ProducerHost):
                 first = self.first_entry_id()
             else:
                 first = self.read_limit + 1
-            subscription = Subscription(self, sub_name, sub_type, Cursor(first - 1), durable)
+            subscription = self.parts.subscription(self, sub_name, sub_type, Cursor(first - 1), durable)
         elif not subscription.consumers:
             subscription.sub_type = sub_type
         subscription.add_consumer(consumer, sub_type, sticky)
@@ -440,14 +568,14 @@ class Topic(ProducerHost):
                 self.cursor_changed(subscription)
         return subscription
 
-    def create_subscription(self, sub_name: str, next_entry: int) -> Subscription:
+    def create_subscription(self, sub_name: str, next_entry: int) -> TopicSubscription:
         """Create a durable subscription with no consumer whose next entry is ``next_entry`` (admin)."""
-        subscription = Subscription(self, sub_name, SubType.EXCLUSIVE, Cursor(next_entry - 1), durable=True)
+        subscription = self.parts.subscription(self, sub_name, SubType.EXCLUSIVE, Cursor(next_entry - 1), durable=True)
         self.subscriptions[sub_name] = subscription
         self.cursor_changed(subscription)
         return subscription
 
-    def remove_subscription(self, subscription: Subscription) -> None:
+    def remove_subscription(self, subscription: TopicSubscription) -> None:
         """Delete a subscription and its durable cursor."""
         if self.subscriptions.get(subscription.name) is subscription:
             del self.subscriptions[subscription.name]
@@ -456,7 +584,7 @@ class Topic(ProducerHost):
                 self.store.stage_cursor(self.topic_id, subscription.name, None)
                 self.broker.staged(self)
 
-    def cursor_changed(self, subscription: Subscription) -> None:
+    def cursor_changed(self, subscription: TopicSubscription) -> None:
         """Stage a durable cursor for the next commit."""
         if subscription.durable and self.subscriptions.get(subscription.name) is subscription:
             self._dirty_cursors[subscription] = None

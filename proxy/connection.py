@@ -13,7 +13,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from twisted.internet import protocol
 from twisted.internet.interfaces import IDelayedCall
@@ -28,6 +28,7 @@ from engine.names import TopicName
 from engine.subscription import Consumer, Delivery, SubType
 from engine.topic import DUPLICATE, AccessMode, Producer
 from proxy.authentication import AuthenticationError
+from proxy.stats_json import consumer_stats
 from proxy.tls import verified_peer_certificate
 from proxy.topic_lists import TopicListCommands
 from proxy.transactions import TransactionCommands, transactional_ack
@@ -49,7 +50,11 @@ from wire.pulsar_api_pb2 import (
 from wire.validate import check_command, flow_permits
 
 if TYPE_CHECKING:
-    from proxy.server import BrokerService
+    from engine.broker import Broker
+    from engine.store import StoredSchema
+    from proxy.authentication import Authenticator
+    from wire.framing import MessageBody
+    from wire.pulsar_api_pb2 import CommandSeek, CommandSend, CommandSubscribe, Schema
 
 log = logging.getLogger(__name__)
 
@@ -113,10 +118,56 @@ class State(Enum):
     CLOSED = auto()
 
 
+class ConnectionService(Protocol):
+    """What a connection asks of the service all connections share, passed down at construction
+    (``proxy.server.BrokerService`` satisfies it): the engine, the reactor, the settings of a connection, and the
+    commands that need more than one connection's state."""
+
+    broker: Broker
+    reactor: Any
+    timeouts: ConnectionTimeouts
+    authenticator: Authenticator | None
+    authentication_refresh_check_seconds: float
+    #: Epoch seconds (token expiry times are).
+    clock: Callable[[], float]
+    server_version: str
+    connections: set[PulsarConnection]
+
+    def flush_later(self, connection: PulsarConnection) -> None: ...
+
+    def lookup_urls(self, listener_name: str, reached_host: str) -> tuple[str | None, str | None]: ...
+
+    def partitioned_metadata(self, topic: str) -> int: ...
+
+    def check_lookup(self, topic: str) -> None: ...
+
+    def register_schema(self, name: TopicName, schema: Schema) -> int: ...
+
+    def schema_proto(self, schema: StoredSchema, topic: TopicName) -> dict[str, object]: ...
+
+    def create_initial_subscription(self, topic: Any, name: str) -> None: ...
+
+    def publish(
+        self,
+        connection: PulsarConnection,
+        producer: Producer,
+        send: CommandSend,
+        message: MessageBody,
+        sequence_id: int,
+        highest: int | None,
+    ) -> None: ...
+
+    def subscribe(self, connection: PulsarConnection, request: CommandSubscribe) -> Consumer: ...
+
+    def unsubscribe(self, consumer: Consumer, force: bool) -> None: ...
+
+    def seek(self, consumer: Consumer, request: CommandSeek) -> None: ...
+
+
 class PulsarConnection(protocol.Protocol):
     """Speaks the Pulsar binary protocol with one client."""
 
-    def __init__(self, service: BrokerService) -> None:
+    def __init__(self, service: ConnectionService) -> None:
         self.service = service
         #: The role CONNECT authenticated (None while authentication is disabled), its method and when its
         #: credentials expire (epoch seconds; None: never).
@@ -917,8 +968,6 @@ class PulsarConnection(protocol.Protocol):
                 error_message=f"Consumer {request.consumer_id} not found",
             )
             return
-        from proxy.admin.topic_stats import consumer_stats  # the admin API's web stack stays off the start-up path
-
         subscription = consumer.subscription
         stats = consumer_stats(self.broker.stats, consumer, subscription)  # type: ignore[arg-type]
         # Every field set, as Pulsar answers: the Java client reads each of them.

@@ -6,7 +6,7 @@ WATCH_TOPIC_LIST_CLOSE or the connection's end). Answers, errors and hashes foll
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from engine.authorization import TenantNotFoundError
 from engine.names import valid_namespace
@@ -15,7 +15,19 @@ from wire.framing import ProtocolError
 from wire.pulsar_api_pb2 import BaseCommand, CommandGetTopicsOfNamespace, ServerError
 
 if TYPE_CHECKING:
-    from proxy.connection import PulsarConnection
+    from engine.broker import Broker
+
+
+class WatchConnection(Protocol):
+    """The connection whose topic-list watches these are (``proxy.connection.PulsarConnection`` satisfies it;
+    passed down at construction)."""
+
+    broker: Broker
+    #: The role the client authenticated as (None: authentication is disabled).
+    role: str | None
+
+    def send(self, kind: int, **fields: object) -> None: ...
+
 
 T = BaseCommand
 Handler = Callable[[BaseCommand, bytes | None], None]
@@ -30,7 +42,7 @@ def _check_namespace(namespace: str) -> None:
 class TopicListCommands:
     """Handlers for GET_TOPICS_OF_NAMESPACE, WATCH_TOPIC_LIST and WATCH_TOPIC_LIST_CLOSE; the connection's watches."""
 
-    def __init__(self, connection: PulsarConnection) -> None:
+    def __init__(self, connection: WatchConnection) -> None:
         self.connection = connection
         self.broker = connection.broker
         self.watches: dict[int, TopicListWatch] = {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.cursor import words_to_mask
 from engine.errors import BrokerError
@@ -14,8 +14,24 @@ from wire.message_id import MessageId
 from wire.pulsar_api_pb2 import BaseCommand, CommandAck, ServerError
 
 if TYPE_CHECKING:
+    from engine.broker import Broker
     from engine.topic import Producer
-    from proxy.connection import PulsarConnection
+
+
+class TxnConnection(Protocol):
+    """The connection whose transaction commands these are (``proxy.connection.PulsarConnection`` satisfies it;
+    passed down at construction)."""
+
+    broker: Broker
+    #: The role the client authenticated as (None: authentication is disabled).
+    role: str | None
+    #: The protocol version agreed at CONNECT.
+    protocol_version: int
+
+    def send(self, kind: int, **fields: object) -> None: ...
+
+    def ack_response(self, request: CommandAck, exc: BrokerError | None) -> None: ...
+
 
 T = BaseCommand
 #: From this protocol version on, clients announce each coordinator with TC_CLIENT_CONNECT first.
@@ -38,7 +54,7 @@ def ttl_ms(request: Any) -> int:
 class TransactionCommands:
     """Handlers for TC_CLIENT_CONNECT, NEW_TXN, ADD_*_TO_TXN, END_TXN and END_TXN_ON_*."""
 
-    def __init__(self, connection: PulsarConnection) -> None:
+    def __init__(self, connection: TxnConnection) -> None:
         self.connection = connection
         self.broker = connection.broker
         self.coordinators = connection.broker.coordinators
@@ -221,7 +237,7 @@ class TransactionCommands:
         self._run(T.END_TXN_ON_SUBSCRIPTION_RESPONSE, request, txn, action)
 
 
-def check_transactional_send(connection: PulsarConnection, producer: Producer, txn: TxnId) -> None:
+def check_transactional_send(connection: TxnConnection, producer: Producer, txn: TxnId) -> None:
     """Refuse a send of ``producer`` in ``txn`` where Pulsar does, with NotAllowedError (the Java client reports it
     for that message alone); enlist the partition in an open transaction.
 
@@ -253,7 +269,7 @@ def check_transactional_send(connection: PulsarConnection, producer: Producer, t
     producer.accepted_txn = meta
 
 
-def transactional_ack(connection: PulsarConnection, consumer: Consumer | None, request: CommandAck) -> None:
+def transactional_ack(connection: TxnConnection, consumer: Consumer | None, request: CommandAck) -> None:
     """Hold the acknowledgements of an ACK made inside a transaction; ACK_RESPONSE once durable."""
     if consumer is None or consumer.subscription is None:
         return

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.broker import Broker, BrokerConfig, CommitRunner
-from engine.namespaces import PolicyEnforcer
+from engine.policy_enforcer import PolicyEnforcer
 from engine.txn_buffer import SnapshotPolicy
 from proxy.commits import ThreadedCommits
 from proxy.config import Settings, super_user_roles

@@ -24,12 +24,13 @@ import asyncio
 import contextlib
 from typing import Any
 
-import pulsar_txn
+from pulsar_txn import exceptions
 from pulsar_txn.client import Client as _BlockingClient
 from pulsar_txn.client import Consumer as _BlockingConsumer
 from pulsar_txn.client import Producer as _BlockingProducer
 from pulsar_txn.client import Reader as _BlockingReader
 from pulsar_txn.client import Transaction as _BlockingTransaction
+from pulsar_txn.core.transaction import TxnId, TxnState
 from pulsar_txn.exceptions import PulsarException
 from pulsar_txn.message import Message, MessageId
 
@@ -43,11 +44,11 @@ class Transaction:
         self._txn = txn
 
     @property
-    def id(self) -> pulsar_txn.TxnId:
+    def id(self) -> TxnId:
         return self._txn.id
 
     @property
-    def state(self) -> pulsar_txn.TxnState:
+    def state(self) -> TxnState:
         return self._txn.state
 
     async def commit(self) -> None:
@@ -62,7 +63,7 @@ class Transaction:
     async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         if kind is None:
             await self.commit()
-        elif self.state in (pulsar_txn.TxnState.OPEN, pulsar_txn.TxnState.TIME_OUT, pulsar_txn.TxnState.ERROR):
+        elif self.state in (TxnState.OPEN, TxnState.TIME_OUT, TxnState.ERROR):
             await self.abort()
 
 
@@ -110,7 +111,7 @@ class Producer:
                 if future.done():
                     return
                 if message_id is None:
-                    error = getattr(pulsar_txn, result.name, PulsarException)
+                    error = getattr(exceptions, result.name, PulsarException)
                     future.set_exception(error(f"send to {self.topic()} failed: {result.name}"))
                 else:
                     future.set_result(message_id)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from pulsar_txn import exceptions
-
 
 class _Named(IntEnum):
     """Printed ``Type.Member`` as the official client's enums (an ``IntEnum`` prints its value)."""
@@ -128,7 +126,7 @@ _RESULTS = [
 Result = _Named("Result", [(name, value) for value, name in enumerate(_RESULTS)], module=__name__)
 
 
-def result_of(error: exceptions.PulsarException | None) -> Result:
+def result_of(error: BaseException | None) -> Result:
     """The :data:`Result` of an error (``Ok`` for None)."""
     if error is None:
         return Result.Ok

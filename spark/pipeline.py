@@ -224,7 +224,7 @@ def spark_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    import spark as connector
+    from spark.datasource import PulsarDataSource
 
     builder = (
         SparkSession.builder.master(master or f"local[{cores}]")
@@ -240,7 +240,7 @@ def spark_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    connector.register(session)
+    session.dataSource.register(PulsarDataSource)
     return session
 
 

@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from twisted.internet.defer import Deferred
@@ -22,9 +22,6 @@ from twisted.web.resource import Resource
 
 from engine.errors import BrokerError
 from wire.pulsar_api_pb2 import ServerError
-
-if TYPE_CHECKING:
-    from proxy.admin.auth import AdminAuthentication
 
 log = logging.getLogger(__name__)
 
@@ -232,12 +229,25 @@ def _match(parts: tuple[str, ...], segments: list[str]) -> dict[str, str] | None
     return params
 
 
+class RequestAuthentication(Protocol):
+    """Checks a request's credentials before any route runs (``proxy.admin.auth.AdminAuthentication``, passed down
+    at construction)."""
+
+    def check(self, request: server.Request, segments: list[str]) -> Reply | None:
+        """None to go on, else the refusal to send."""
+        ...
+
+    def role_of(self, request: server.Request) -> str | None:
+        """The role a checked request authenticated as."""
+        ...
+
+
 class AdminResource(Resource):
     """The ``twisted.web`` resource serving a :class:`Router`."""
 
     isLeaf = True  # noqa: N815 (Twisted's name)
 
-    def __init__(self, router: Router, authentication: AdminAuthentication | None = None) -> None:
+    def __init__(self, router: Router, authentication: RequestAuthentication | None = None) -> None:
         super().__init__()
         self.router = router
         #: Checks credentials before any route runs (None: no authentication).

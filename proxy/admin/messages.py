@@ -14,6 +14,7 @@ from twisted.web import http_headers
 from engine.entry import Entry
 from engine.topic import Topic
 from proxy.admin.http import AdminError, Reply
+from proxy.stats_json import pulsar_time
 from wire.compression import CompressionError, decompress
 from wire.framing import split_body
 from wire.message_id import signed64
@@ -56,36 +57,6 @@ def _keep_header_case(names: tuple[str, ...]) -> None:
 
 
 _keep_header_case(HEADERS)
-
-
-def pulsar_time(ms: int) -> str:
-    """Epoch milliseconds (a Java ``long``: a ``uint64`` field goes through :func:`signed64` first) as Pulsar's
-    ``DateFormatter`` writes them: ISO 8601 in UTC, the fraction only when not zero, a year past 9999 signed, over the
-    whole range of a ``long``."""
-    seconds, millis = divmod(ms, 1000)
-    days, seconds = divmod(seconds, 86400)
-    year, month, day = _civil(days)
-    if year > 9999:
-        year_text = f"+{year}"
-    elif year < 0:
-        year_text = f"-{-year:04d}"
-    else:
-        year_text = f"{year:04d}"
-    fraction = f".{millis:03d}" if millis else ""
-    hour, minute, second = seconds // 3600, seconds // 60 % 60, seconds % 60
-    return f"{year_text}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}{fraction}Z"
-
-
-def _civil(days: int) -> tuple[int, int, int]:
-    """Year, month and day of the proleptic Gregorian calendar ``days`` after 1970-01-01 (any integer)."""
-    days += 719468  # from 0000-03-01
-    era, day_of_era = divmod(days, 146097)
-    year_of_era = (day_of_era - day_of_era // 1460 + day_of_era // 36524 - day_of_era // 146096) // 365
-    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
-    month_index = (5 * day_of_year + 2) // 153  # 0 is March
-    day = day_of_year - (153 * month_index + 2) // 5 + 1
-    month = month_index + 3 if month_index < 10 else month_index - 9
-    return year_of_era + era * 400 + (month <= 2), month, day
 
 
 def uncompressed(meta: MessageMetadata, payload: bytes, max_message_size: int) -> bytes:

@@ -9,8 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.backlog_quota import BacklogQuota, QuotaType
-from engine.namespaces import SUBSCRIPTION_TYPES, valid_name
+from engine.namespaces import valid_name
 from engine.subscription import Subscription
+from engine.subscription_types import SUBSCRIPTION_TYPES
 from proxy.admin.bodies import UnreadableBodyError, as_bool, as_int, as_object, as_string, bean, string_map, unreadable
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminError, Call, Router, absent_reply, text_reply

@@ -5,7 +5,7 @@ Set on a non-partitioned topic or a partitioned one (for all its partitions), ne
 exist. GET answers the topic's own value (when unset: 200 or 204 without a body, as Pulsar's resource method for that
 policy does); with ``applied=true``, the value in force: the topic's, else the namespace's, else the broker's default.
 Shadow topics are refused (501) once their names check out. Paths, bodies, status codes and reasons follow Pulsar's
-``PersistentTopics``; the limits among them are applied by the engine (``engine.namespaces.TopicLimits``).
+``PersistentTopics``; the limits among them are applied by the engine (``engine.limits.TopicLimits``).
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ from typing import Any
 from engine.backlog_quota import QuotaType
 from engine.non_persistent import NonPersistentSubscription, NonPersistentTopic
 from engine.stats import BrokerStats
-from engine.subscription import Consumer, ConsumerGroup, Subscription, SubType
+from engine.subscription import ConsumerGroup, Subscription, SubType
 from engine.topic import AccessMode, Producer, ProducerHost, Topic
-from proxy.admin.messages import pulsar_time
+from proxy.stats_json import client_fields, consumer_stats, pulsar_time, unacked
 
 _SUB_TYPES = {
     SubType.EXCLUSIVE: "Exclusive",
@@ -39,14 +39,6 @@ _COMPACTION = {
 NO_LEDGER = {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False, "underReplicated": False}
 
 
-def _client_fields(sink: object) -> dict[str, Any]:
-    return {
-        "address": f"/{getattr(sink, 'peer', '?')}",
-        "connectedSince": pulsar_time(getattr(sink, "connected_ms", 0)),
-        "clientVersion": getattr(sink, "client_version", ""),
-    }
-
-
 def acked_ranges(subscription: Subscription) -> list[tuple[int, int]]:
     """Inclusive ranges of entries acknowledged above the mark-delete position."""
     ranges: list[list[int]] = []
@@ -56,43 +48,6 @@ def acked_ranges(subscription: Subscription) -> list[tuple[int, int]]:
         else:
             ranges.append([entry_id, entry_id])
     return [(a, b) for a, b in ranges]
-
-
-def unacked(sub: ConsumerGroup, consumer: Consumer) -> int:
-    """Entries delivered to a consumer and not acknowledged: Pulsar tracks them on Shared and Key_Shared only."""
-    return 0 if sub.single_active else len(consumer.pending)
-
-
-def consumer_stats(stats: BrokerStats, consumer: Consumer, sub: ConsumerGroup) -> dict[str, Any]:
-    """One ``ConsumerStatsImpl``."""
-    rate, throughput = stats.rates.of(consumer, (consumer.messages_out, consumer.bytes_out))
-    out: dict[str, Any] = {
-        "msgRateOut": rate,
-        "msgThroughputOut": throughput,
-        "bytesOutCounter": consumer.bytes_out,
-        "msgOutCounter": consumer.messages_out,
-        "msgRateRedeliver": 0.0,
-        "messageAckRate": 0.0,
-        "chunkedMessageRate": 0.0,
-        "consumerName": consumer.name,
-        "availablePermits": max(consumer.permits, 0),
-        "unackedMessages": unacked(sub, consumer),
-        "avgMessagesPerEntry": 0,
-        "blockedConsumerOnUnackedMsgs": consumer.blocked_on_unacked,
-        "drainingHashesCount": 0,
-        "drainingHashesClearedTotal": 0,
-        "drainingHashesUnackedMessages": 0,
-        "lastAckedTimestamp": 0,
-        "lastConsumedTimestamp": 0,
-        "firstMessagesSentTimestamp": 0,
-        "lastConsumedFlowTimestamp": consumer.last_flow_ms,
-        "firstConsumedFlowTimestamp": 0,
-        "metadata": dict(consumer.metadata),
-        **_client_fields(consumer.sink),
-    }
-    if sub.sub_type == SubType.KEY_SHARED and consumer.hash_ranges:
-        out["keyHashRanges"] = [f"[{a}, {b}]" for a, b in consumer.hash_ranges]
-    return out
 
 
 def _subscription_fields(
@@ -188,7 +143,7 @@ def publisher_stats(stats: BrokerStats, producer: Producer) -> dict[str, Any]:
         "supportsPartialProducer": False,
         "producerName": producer.name,
         "metadata": dict(producer.metadata),
-        **_client_fields(producer.sink),
+        **client_fields(producer.sink),
     }
 
 

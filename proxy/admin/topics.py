@@ -22,8 +22,9 @@ from engine.topic import Topic
 from proxy.admin.bodies import as_int, bean, string_map, unreadable
 from proxy.admin.context import AdminContext
 from proxy.admin.http import AdminError, Call, Router, absent_reply
-from proxy.admin.messages import entry_reply, pulsar_time
+from proxy.admin.messages import entry_reply
 from proxy.admin.topic_stats import internal_stats, non_persistent_topic_stats, partitioned_stats, topic_stats
+from proxy.stats_json import pulsar_time
 from wire.message_id import EARLIEST, LATEST, MessageId
 
 V2 = "/admin/v2"

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pulsar_txn.exceptions import (
     ConnectError,
@@ -19,10 +19,6 @@ from pulsar_txn.exceptions import (
 from wire.commands import make, payload_of
 from wire.framing import FrameDecoder, ProtocolError, encode_command, encode_payload_command
 from wire.pulsar_api_pb2 import BaseCommand
-
-if TYPE_CHECKING:
-    from pulsar_txn.core.consumer import ConsumerCore
-    from pulsar_txn.core.producer import ProducerCore
 
 T = BaseCommand
 CLIENT_VERSION = "pulsar-txn 0.1.0"
@@ -55,6 +51,26 @@ class Response:
     request_id: int
     command: BaseCommand | None
     error: PulsarException | None = None
+
+
+class ProducerCore(Protocol):
+    """A producer attached to a connection, as the connection routes to it (``pulsar_txn.core.producer``)."""
+
+    producer_id: int
+
+    def handle_receipt(self, command: BaseCommand) -> list[SendDone]: ...
+
+    def detach(self, conn: Connection) -> None: ...
+
+
+class ConsumerCore(Protocol):
+    """A consumer attached to a connection, as the connection routes to it (``pulsar_txn.core.consumer``)."""
+
+    consumer_id: int
+
+    def handle_message(self, command: Any, body: bytes) -> bool: ...
+
+    def detach(self, conn: Connection) -> None: ...
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from engine.broker import Broker, BrokerConfig
-from engine.namespaces import PolicyEnforcer
+from engine.policy_enforcer import PolicyEnforcer
 from engine.txn_buffer import SnapshotPolicy
 from proxy.connection import ConnectionTimeouts
 from proxy.server import BrokerService, PulsarFactory
