@@ -311,7 +311,7 @@ def _partition_of(topic: str | None) -> str | None:
 
 
 def normalise(outcome: Any, names: dict[str, str]) -> Any:
-    """Replace unique names with their tags and message ids with per-topic ranks.
+    """Replace unique names (in values and in keys) with their tags and message ids with per-topic ranks.
 
     A message id becomes ``"<rank>"`` (0 for the first entry this scenario saw on that topic partition), with
     ``".<batch index>"`` for a message in a batch and ``"@<partition>"`` for a partition of a partitioned topic;
@@ -350,10 +350,16 @@ def normalise(outcome: Any, names: dict[str, str]) -> Any:
                 text += f"@{partition}"
             return text
         if isinstance(value, str):
-            for name in ordered:
-                if name in value:
-                    value = value.replace(name, names[name])
+            return renamed(value)
+        if isinstance(value, dict):  # names in keys too (a map keyed by topic)
+            return {renamed(k) if isinstance(k, str) else k: v for k, v in value.items()}
         return value
+
+    def renamed(text: str) -> str:
+        for name in ordered:
+            if name in text:
+                text = text.replace(name, names[name])
+        return text
 
     return _walk(outcome, replace)
 
