@@ -92,6 +92,7 @@ def test_tls_and_token_options_reach_every_client(secured: PulsarEndpoint, tmp_p
     assert done.returncode == 0
     assert report["capabilities"]["tls"]["available"], report["capabilities"]["tls"]
     assert report["capabilities"]["auth"]["available"], report["capabilities"]["auth"]
+    assert "authentication token" in report["target"]["security"], report["target"]
     assert secured.token not in json.dumps(report), "the report must not carry the secret"
 
 
