@@ -122,6 +122,12 @@ AREAS: tuple[Area, ...] = (
         PULSAR_DOCS + "developing-binary-protocol/#flow-control",
     ),
     Area(
+        "credentials",
+        "authentication: missing and forged credentials refused, the given ones accepted",
+        PULSAR_DOCS + "security-overview/",
+        ("auth",),
+    ),
+    Area(
         "client_lines",
         "older lines of the Java client (4.0 LTS, 3.3) on the transaction scenarios",
         PULSAR_DOCS + "client-libraries-java/",
