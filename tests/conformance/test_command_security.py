@@ -222,3 +222,14 @@ def test_known_differences_are_excused_for_this_endpoint_only(plain: PulsarEndpo
     assert {row["observation"].split("[")[0] for row in result["differences"]} == {"connect_features"}
     assert any("acme-pulsar-9000" in note and "compared" in note for note in report["notes"]), report["notes"]
     assert forced.returncode == 1, forced.stderr
+
+
+def test_credentials_scenarios_are_unsupported_without_authentication(plain: PulsarEndpoint, tmp_path: Path) -> None:
+    done = conformance(
+        "run", "--service-url", plain.service_url, "--admin-url", plain.admin_url, *_only("credentials"),
+        "--report", str(tmp_path / "report"), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = _report(tmp_path / "report")
+    assert {item["outcome"] for item in report["scenarios"]} == {"unsupported"}
+    assert all("auth" in item["reason"] for item in report["scenarios"])
