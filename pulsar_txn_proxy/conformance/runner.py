@@ -129,9 +129,13 @@ def _probe_admin(target: Target) -> Capability:
     return Capability(True, f"clusters {answer.body}")
 
 
+#: The system topic whose partitions stand for the transaction coordinators.
+TC_ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
+
+
 def _probe_transactions(target: Target) -> Capability:
-    from pulsar_txn_proxy.conformance.raw import RawConnection, end_txn, new_txn, tc_connect
-    from wire.pulsar_api_pb2 import ServerError, TxnAction
+    from pulsar_txn_proxy.conformance.raw import RawConnection, end_txn, new_txn, rid, tc_connect
+    from wire.pulsar_api_pb2 import BaseCommand, ServerError, TxnAction
 
     try:
         conn = RawConnection.to(target.service_url, timeout=15)
@@ -139,11 +143,18 @@ def _probe_transactions(target: Target) -> Capability:
         return Capability(False, f"cannot connect: {exc}")
     try:
         conn.handshake()
-        answer = tc_connect(conn, 0)
-        if answer.HasField("error"):
-            return Capability(
-                False, f"TC_CLIENT_CONNECT to coordinator 0 answered {ServerError.Name(answer.error)}: {answer.message}"
-            )
+        # As the official clients do: a lookup of the coordinator's assign topic partition (Pulsar then owns its
+        # bundle and loads the coordinator), then TC_CLIENT_CONNECT, again while the coordinator is not ready yet.
+        conn.send(BaseCommand.LOOKUP, topic=f"{TC_ASSIGN_TOPIC}-partition-0", request_id=rid())
+        conn.expect(BaseCommand.LOOKUP_RESPONSE)
+        deadline = time.monotonic() + 30
+        while (answer := tc_connect(conn, 0)).HasField("error"):
+            if answer.error != ServerError.ServiceNotReady or time.monotonic() > deadline:
+                return Capability(
+                    False,
+                    f"TC_CLIENT_CONNECT to coordinator 0 answered {ServerError.Name(answer.error)}: {answer.message}",
+                )
+            time.sleep(0.5)
         response = new_txn(conn)
         if response.HasField("error"):
             return Capability(False, f"NEW_TXN answered {ServerError.Name(response.error)}: {response.message}")
