@@ -227,10 +227,13 @@ class Run:
     # -- clients -----------------------------------------------------------------------------------
 
     def client(self, url: str | None = None, **kwargs: Any) -> pulsar.Client:
-        """An official Python client on the target, or on another ``url`` of it (closed when the scenario ends)."""
+        """An official Python client on the target, or on another ``url`` of it (closed when the scenario ends), with
+        the TLS and authentication settings of that URL, else of the target; ``kwargs`` override them."""
         kwargs.setdefault("operation_timeout_seconds", 10)
         url = url or self.target.service_url
-        settings = security.for_url(url) if security.for_url(url) is not security.NONE else self.credentials
+        settings = security.for_url(url)
+        if settings is security.NONE:  # another URL of the target (a listener's, a TLS port's)
+            settings = self.credentials
         kwargs = {**settings.python_client_kwargs(), **kwargs}
         made = pulsar.Client(url, logger=_LOGGER, **kwargs)
         self._clients.append(made)
