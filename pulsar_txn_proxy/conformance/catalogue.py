@@ -122,6 +122,12 @@ AREAS: tuple[Area, ...] = (
         PULSAR_DOCS + "developing-binary-protocol/#flow-control",
     ),
     Area(
+        "credentials",
+        "authentication: missing and forged credentials refused, the given ones accepted",
+        PULSAR_DOCS + "security-overview/",
+        ("auth",),
+    ),
+    Area(
         "client_lines",
         "older lines of the Java client (4.0 LTS, 3.3) on the transaction scenarios",
         PULSAR_DOCS + "client-libraries-java/",
@@ -130,7 +136,7 @@ AREAS: tuple[Area, ...] = (
 )
 
 #: Everything a scenario may need, in the order they are reported.
-NEEDS = ("admin", "partitioned", "schemas", "compaction", "transactions", "restart")
+NEEDS = ("admin", "partitioned", "schemas", "compaction", "transactions", "tls", "auth", "restart")
 CLIENTS = ("python", "java", "go")
 
 
@@ -217,7 +223,7 @@ def _tags(fn: Scenario, module: types.ModuleType, area: Area) -> tuple[tuple[str
         clients.add("python")
     words = " ".join(sorted(names | strings)).lower()
     needs = set(area.needs)
-    if "admin" in names or "admin_call" in names or any(s.startswith("/admin/") for s in strings):
+    if names & {"admin", "admin_call", "admin_url"} or any(s.startswith("/admin/") for s in strings):
         needs.add("admin")
     if "partitioned_topic" in names or any(s.endswith("/partitions") for s in strings):
         needs |= {"partitioned", "admin"}

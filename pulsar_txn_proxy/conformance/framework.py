@@ -26,6 +26,8 @@ from typing import Any
 
 import pulsar
 
+from pulsar_txn_proxy.conformance import security
+
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 #: The release the golden files were recorded with (the pulsar-broker pom's version).
 PULSAR_VERSION = "4.2.4"
@@ -144,7 +146,7 @@ def admin_call(
         headers={"Content-Type": content_type, "Accept": "application/json"},
     )
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with admin_open(admin_url, request, timeout) as response:
             status, raw = response.status, response.read()
     except urllib.error.HTTPError as exc:
         status, raw = exc.code, exc.read()
@@ -154,6 +156,18 @@ def admin_call(
     except ValueError:
         decoded = text
     return AdminAnswer(status, decoded)
+
+
+def admin_open(admin_url: str, request: urllib.request.Request | str, timeout: float) -> Any:
+    """``urlopen`` of an admin API request with the TLS and authentication settings registered for ``admin_url``
+    (:mod:`.security`)."""
+    credentials = security.for_url(admin_url)
+    if isinstance(request, str):
+        request = urllib.request.Request(request)
+    for name, value in credentials.http_headers().items():
+        request.add_header(name, value)
+    context = credentials.ssl_context() if request.full_url.startswith("https:") else None
+    return urllib.request.urlopen(request, timeout=timeout, context=context)
 
 
 def wait_for_admin(admin_url: str, timeout: float = 60.0) -> None:
@@ -213,11 +227,22 @@ class Run:
     # -- clients -----------------------------------------------------------------------------------
 
     def client(self, url: str | None = None, **kwargs: Any) -> pulsar.Client:
-        """An official Python client on the target, or on another ``url`` of it (closed when the scenario ends)."""
+        """An official Python client on the target, or on another ``url`` of it (closed when the scenario ends), with
+        the TLS and authentication settings of that URL, else of the target; ``kwargs`` override them."""
         kwargs.setdefault("operation_timeout_seconds", 10)
-        made = pulsar.Client(url or self.target.service_url, logger=_LOGGER, **kwargs)
+        url = url or self.target.service_url
+        settings = security.for_url(url)
+        if settings is security.NONE:  # another URL of the target (a listener's, a TLS port's)
+            settings = self.credentials
+        kwargs = {**settings.python_client_kwargs(), **kwargs}
+        made = pulsar.Client(url, logger=_LOGGER, **kwargs)
         self._clients.append(made)
         return made
+
+    @property
+    def credentials(self) -> security.Credentials:
+        """The TLS and authentication settings of the target's service URL (:mod:`.security`)."""
+        return security.for_url(self.target.service_url)
 
     def admin(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> AdminAnswer:
         """An admin REST call on the target (fails when the target has no admin URL); a ``bytes`` body is sent as
@@ -289,7 +314,7 @@ def _partition_of(topic: str | None) -> str | None:
 
 
 def normalise(outcome: Any, names: dict[str, str]) -> Any:
-    """Replace unique names with their tags and message ids with per-topic ranks.
+    """Replace unique names (in values and in keys) with their tags and message ids with per-topic ranks.
 
     A message id becomes ``"<rank>"`` (0 for the first entry this scenario saw on that topic partition), with
     ``".<batch index>"`` for a message in a batch and ``"@<partition>"`` for a partition of a partitioned topic;
@@ -328,10 +353,16 @@ def normalise(outcome: Any, names: dict[str, str]) -> Any:
                 text += f"@{partition}"
             return text
         if isinstance(value, str):
-            for name in ordered:
-                if name in value:
-                    value = value.replace(name, names[name])
+            return renamed(value)
+        if isinstance(value, dict):  # names in keys too (a map keyed by topic)
+            return {renamed(k) if isinstance(k, str) else k: v for k, v in value.items()}
         return value
+
+    def renamed(text: str) -> str:
+        for name in ordered:
+            if name in text:
+                text = text.replace(name, names[name])
+        return text
 
     return _walk(outcome, replace)
 

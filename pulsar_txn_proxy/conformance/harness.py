@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from pulsar_txn_proxy.conformance import security
+
 SOURCES = Path(__file__).resolve().parent / "harness_sources"
 JAVA_SOURCES = SOURCES / "java"
 GO_SOURCES = SOURCES / "go"
@@ -184,7 +186,7 @@ def run_scenario(
     else:
         classpath, cds = client_line_classpath(client_version), []
     command = ["java", *JVM_OPTIONS, *cds, "-cp", classpath, MAIN_CLASS, service_url, name, *map(str, args)]
-    return observations(command, f"Java scenario {name}", timeout)
+    return observations(command, f"Java scenario {name}", timeout, security.for_url(service_url))
 
 
 # -- Go --------------------------------------------------------------------------------------------------
@@ -224,16 +226,23 @@ def go_binary() -> Path:
 
 def go_scenario(service_url: str, name: str, *args: str, timeout: float = 90) -> dict[str, Any]:
     """Run one Go-harness scenario and return its observations; raise :class:`HarnessError` if it did not run."""
-    return observations([str(go_binary()), service_url, name, *map(str, args)], f"Go scenario {name}", timeout)
+    command = [str(go_binary()), service_url, name, *map(str, args)]
+    return observations(command, f"Go scenario {name}", timeout, security.for_url(service_url))
 
 
 # -- both ------------------------------------------------------------------------------------------------
 
 
-def observations(command: list[str], label: str, timeout: float) -> dict[str, Any]:
+def observations(
+    command: list[str], label: str, timeout: float, credentials: security.Credentials = security.NONE
+) -> dict[str, Any]:
     """Run a harness process and return the JSON line of observations it printed last; raise
-    :class:`HarnessError` (the harness's own error first) if it did not run, failed or printed none."""
-    env = None if transactions else {**os.environ, "HARNESS_TRANSACTIONS": "false"}
+    :class:`HarnessError` (the harness's own error first) if it did not run, failed or printed none.
+
+    The process gets the broker's TLS and authentication settings in ``HARNESS_AUTH_*``/``HARNESS_TLS_*``."""
+    env = {**os.environ, **credentials.harness_env()}
+    if not transactions:
+        env["HARNESS_TRANSACTIONS"] = "false"
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False, env=env)
     except subprocess.TimeoutExpired as exc:

@@ -11,6 +11,7 @@ import itertools
 import socket
 from urllib.parse import urlparse
 
+from pulsar_txn_proxy.conformance import security
 from wire.commands import frame
 from wire.framing import Frame, FrameDecoder
 from wire.pulsar_api_pb2 import BaseCommand
@@ -27,8 +28,19 @@ def rid() -> int:
 class RawConnection:
     """A Pulsar connection on a plain socket: send frames, read decoded frames."""
 
-    def __init__(self, port: int, timeout: float = 5.0, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        port: int,
+        timeout: float = 5.0,
+        host: str = "127.0.0.1",
+        credentials: security.Credentials = security.NONE,
+        tls: bool = False,
+    ) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
+        if tls:
+            self.sock = credentials.ssl_context().wrap_socket(self.sock, server_hostname=host)
+        #: How :meth:`handshake` authenticates (the fields :meth:`connect_fields` adds to a CONNECT).
+        self.credentials = credentials
         #: The client port; the server logs ``[host:port]`` (the host differs behind a container's NAT).
         self.local = f":{self.sock.getsockname()[1]}]"
         self.decoder = FrameDecoder()
@@ -36,9 +48,17 @@ class RawConnection:
 
     @classmethod
     def to(cls, service_url: str, timeout: float = 5.0) -> RawConnection:
-        """A connection to the broker of a ``pulsar://host:port`` service URL."""
+        """A connection to the broker of a ``pulsar://host:port`` or ``pulsar+ssl://host:port`` service URL, with
+        the TLS and authentication settings registered for it (:mod:`.security`)."""
         parsed = urlparse(service_url)
-        return cls(parsed.port or 6650, timeout, parsed.hostname or "127.0.0.1")
+        tls = parsed.scheme == "pulsar+ssl"
+        return cls(
+            parsed.port or (6651 if tls else 6650),
+            timeout,
+            parsed.hostname or "127.0.0.1",
+            security.for_url(service_url),
+            tls,
+        )
 
     def close(self) -> None:
         self.sock.close()
@@ -69,9 +89,13 @@ class RawConnection:
         return command
 
     def handshake(self) -> BaseCommand:
-        """CONNECT and wait for CONNECTED."""
-        self.send(T.CONNECT, client_version="raw-test", protocol_version=20)
+        """CONNECT (authenticated as the connection's credentials say) and wait for CONNECTED."""
+        self.send(T.CONNECT, client_version="raw-test", protocol_version=20, **self.connect_fields())
         return self.expect(T.CONNECTED)
+
+    def connect_fields(self) -> dict[str, object]:
+        """The authentication fields a CONNECT of this connection carries."""
+        return self.credentials.connect_fields()
 
     def assert_open(self) -> None:
         """A PING gets a PONG, and nothing else came before it."""

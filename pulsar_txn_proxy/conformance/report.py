@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+from pulsar_txn_proxy.conformance import security
 from pulsar_txn_proxy.conformance.framework import Target
 from pulsar_txn_proxy.conformance.runner import OUTCOMES, Capability, Reference, Result
 
@@ -114,7 +115,11 @@ def _short(value: Any, width: int = 60) -> str:
 
 def as_json(summary: Summary) -> dict[str, Any]:
     return {
-        "target": {"service_url": summary.target.service_url, "admin_url": summary.target.admin_url},
+        "target": {
+            "service_url": summary.target.service_url,
+            "admin_url": summary.target.admin_url,
+            "security": security.for_url(summary.target.service_url).describe(),
+        },
         "reference": {"name": summary.reference.name, "pulsar_version": summary.reference.version},
         "golden_pulsar_version": summary.reference.version,
         "client_versions": summary.client_versions,

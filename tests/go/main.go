@@ -41,7 +41,7 @@ func main() {
 			"observations": obs.snapshot(),
 		})
 	}()
-	client, err := pulsar.NewClient(pulsar.ClientOptions{
+	options := pulsar.ClientOptions{
 		URL:               url,
 		OperationTimeout:  10 * time.Second,
 		ConnectionTimeout: 10 * time.Second,
@@ -50,7 +50,12 @@ func main() {
 		EnableTransaction: os.Getenv("HARNESS_TRANSACTIONS") != "false",
 		Logger: pulsarlog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(os.Stderr,
 			&slog.HandlerOptions{Level: slog.LevelWarn}))),
-	})
+	}
+	err := secureClient(&options)
+	var client pulsar.Client
+	if err == nil {
+		client, err = pulsar.NewClient(options)
+	}
 	if err != nil {
 		finish(1, map[string]any{"error": describe(err), "observations": obs.snapshot()})
 	}

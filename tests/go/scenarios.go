@@ -608,7 +608,7 @@ func keySharedSpread(r *run, args []string) error {
 // body is a PartitionedTopicMetadata sent with its content type, properties null when none are given): a topic with
 // 4 partitions, one with 2 and properties; what the admin API reads back.
 func adminCreatePartitioned(r *run, args []string) error {
-	admin, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: arg(args, 0)})
+	admin, err := pulsaradmin.NewClient(secureAdmin(&config.Config{WebServiceURL: arg(args, 0)}))
 	if err != nil {
 		return err
 	}

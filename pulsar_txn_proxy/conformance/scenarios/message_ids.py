@@ -15,7 +15,7 @@ from typing import Any
 
 import pulsar
 
-from pulsar_txn_proxy.conformance.framework import Outcome, Run, drain, receive_n, scenario, texts
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, admin_open, drain, receive_n, scenario, texts
 from pulsar_txn_proxy.conformance.harness import run_scenario
 from pulsar_txn_proxy.conformance.raw import RawConnection, rid
 from pulsar_txn_proxy.conformance.raw import add_subscription as _add_subscription
@@ -330,7 +330,7 @@ def _message_by_id(run: Run, path: str, ledger: int, entry: int) -> dict[str, An
     assert run.target.admin_url
     request = urllib.request.Request(f"{run.target.admin_url}{path}/ledger/{ledger}/entry/{entry}")
     try:
-        with urllib.request.urlopen(request, timeout=15) as response:
+        with admin_open(run.target.admin_url, request, timeout=15) as response:
             header = response.headers.get("X-Pulsar-Message-ID", "")
             return {"status": response.status, "entry": int(header.split(":")[1])}
     except urllib.error.HTTPError as exc:
@@ -341,7 +341,7 @@ def _examine(run: Run, path: str, initial: str, position: int) -> dict[str, Any]
     assert run.target.admin_url
     url = f"{run.target.admin_url}{path}/examinemessage?initialPosition={initial}&messagePosition={position}"
     try:
-        with urllib.request.urlopen(url, timeout=15) as response:
+        with admin_open(run.target.admin_url, url, timeout=15) as response:
             header = response.headers.get("X-Pulsar-Message-ID", "")
             return {"status": response.status, "entry": int(header.split(":")[1])}
     except urllib.error.HTTPError as exc:

@@ -17,7 +17,7 @@ from spark.client import Client, Consumer, InitialPosition, Message, Timeout, Tx
 
 
 def _client(run: Run) -> Client:
-    client = Client(run.target.service_url, operation_timeout_seconds=20)
+    client = Client(run.target.service_url, operation_timeout_seconds=20, **run.credentials.txn_client_kwargs())
     run._clients.append(client)  # type: ignore[arg-type]  # closed with the run's clients
     return client
 

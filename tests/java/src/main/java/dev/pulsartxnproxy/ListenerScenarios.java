@@ -25,8 +25,8 @@ final class ListenerScenarios {
      * one message; the outcome ("ok" or the exception).
      */
     void produce(String topic, String listenerName) throws Exception {
-        try (PulsarClient client = PulsarClient.builder().serviceUrl(serviceUrl).listenerName(listenerName)
-                .operationTimeout(3, SECONDS).build()) {
+        try (PulsarClient client = HarnessSecurity.apply(PulsarClient.builder().serviceUrl(serviceUrl)
+                .listenerName(listenerName).operationTimeout(3, SECONDS)).build()) {
             try (Producer<byte[]> producer = client.newProducer().topic(topic).create()) {
                 producer.send("through a listener".getBytes(UTF_8));
                 obs.put("produce", "ok");

@@ -70,13 +70,13 @@ final class LoopScenarios {
 
     /** A client as an application that must survive broker restarts configures it. */
     private PulsarClient newClient() throws PulsarClientException {
-        return PulsarClient.builder()
+        return HarnessSecurity.apply(PulsarClient.builder()
                 .serviceUrl(url)
                 .enableTransaction(true)
                 .operationTimeout(5, SECONDS)
                 .connectionTimeout(2, SECONDS)
                 .startingBackoffInterval(100, MILLISECONDS)
-                .maxBackoffInterval(1, SECONDS)
+                .maxBackoffInterval(1, SECONDS))
                 .build();
     }
 
@@ -88,8 +88,9 @@ final class LoopScenarios {
         }
         obs.put("inputs", count);
         obs.put("flags", new TreeSet<>(flags));
-        try (PulsarClient client = flags.contains("default_client") ? PulsarClient.builder().serviceUrl(url)
-                .enableTransaction(true).build() : newClient()) {
+        try (PulsarClient client = flags.contains("default_client")
+                ? HarnessSecurity.apply(PulsarClient.builder().serviceUrl(url).enableTransaction(true)).build()
+                : newClient()) {
             produceInputs(client, input, count, batched);
             loop(client, input, output, count, seconds);
             readBack(client, output, count);

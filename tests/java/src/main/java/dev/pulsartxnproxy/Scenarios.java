@@ -88,10 +88,10 @@ final class Scenarios {
      * where a client with transactions enabled cannot even be built).
      */
     static PulsarClient newClient(String url) throws PulsarClientException {
-        return PulsarClient.builder()
+        return HarnessSecurity.apply(PulsarClient.builder()
                 .serviceUrl(url)
                 .enableTransaction(!"false".equals(System.getenv("HARNESS_TRANSACTIONS")))
-                .operationTimeout(10, SECONDS)
+                .operationTimeout(10, SECONDS))
                 .build();
     }
 

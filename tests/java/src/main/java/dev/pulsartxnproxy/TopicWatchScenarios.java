@@ -6,7 +6,6 @@ import static java.util.concurrent.TimeUnit.MINUTES;
 import static java.util.concurrent.TimeUnit.SECONDS;
 
 import java.net.URI;
-import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.util.ArrayList;
@@ -92,12 +91,12 @@ final class TopicWatchScenarios {
 
     private static int admin(String adminUrl, String method, String topicPath, String body) throws Exception {
         String path = topicPath.replace("persistent://", "/admin/v2/persistent/");
-        HttpRequest request = HttpRequest.newBuilder(URI.create(adminUrl + path))
+        HttpRequest request = HarnessSecurity.authorize(HttpRequest.newBuilder(URI.create(adminUrl + path)))
                 .header("Content-Type", "application/json")
                 .method(method, body == null ? HttpRequest.BodyPublishers.noBody()
                         : HttpRequest.BodyPublishers.ofString(body))
                 .timeout(java.time.Duration.ofSeconds(30)).build();
-        return HttpClient.newHttpClient().send(request, HttpResponse.BodyHandlers.discarding()).statusCode();
+        return HarnessSecurity.httpClient().send(request, HttpResponse.BodyHandlers.discarding()).statusCode();
     }
 
     private static List<String> texts(List<Message<byte[]>> messages) {
