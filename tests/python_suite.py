@@ -254,6 +254,12 @@ def tests_of(tests: Path, file: str) -> list[str]:
     return [line for line in listed.stdout.splitlines() if line]
 
 
+def _default_sigint() -> None:
+    """SIGINT at its default in the test's process, as in a terminal or CI job: a driver started in the background
+    inherits it ignored, and Python then leaves KeyboardInterrupt out (interrupted_test.py raises SIGINT)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_test(tests: Path, test: str, log: TextIO) -> str:
     """Run one test in a process of its own; PASS, FAIL or SKIP from unittest's last line."""
     log.write(f"==== {test}\n")
@@ -263,7 +269,7 @@ def run_test(tests: Path, test: str, log: TextIO) -> str:
         done = subprocess.run(
             [sys.executable, "-m", "unittest", "-v", test], cwd=tests, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, errors="replace", check=False, timeout=TEST_KILL_SECONDS,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=_default_sigint,
         )  # fmt: skip
         output, code = done.stdout, done.returncode
     except subprocess.TimeoutExpired as exc:
@@ -284,6 +290,12 @@ def result_name(test: str) -> str:
 
 def run_inside(target: str, suite_tests: Path, work: Path, results: Path) -> None:
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    # test_connect_timeout dials 192.0.2.1 (TEST-NET-1) and expects the connection attempt to time out, as on the
+    # CI's network; in a namespace with only loopback it fails at once ("network unreachable"). A tun device nobody
+    # reads takes that network's packets and drops them.
+    subprocess.run(["ip", "tuntap", "add", "dev", "blackhole0", "mode", "tun"], check=True)
+    subprocess.run(["ip", "link", "set", "blackhole0", "up"], check=True)
+    subprocess.run(["ip", "route", "add", "192.0.2.0/24", "dev", "blackhole0"], check=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"[{target}] terminated"))  # stops the broker on the way out
     data = work / f"data-{target}-{int(time.time())}"
     key, admin_token = _tokens(data, suite_tests)
