@@ -277,9 +277,14 @@ def run_test(tests: Path, test: str, log: TextIO) -> str:
         output, code = output + f"\n(killed after {TEST_KILL_SECONDS} s)\n", -9
     log.write(output)
     log.write(f"==== {test}: exit {code} in {time.monotonic() - began:.1f} s\n")
-    # unittest's verdict, the line after "Ran 1 test in ...": the C++ client sometimes aborts while the interpreter
-    # exits after a test passed ("terminate called without an active exception", exit -6); the test's own outcome
-    # is what is counted, and the abort is left in the log.
+    return outcome(output)
+
+
+def outcome(output: str) -> str:
+    """PASS, SKIP or FAIL from unittest's verdict, the line after "Ran 1 test in ...", wherever the client's log lines
+    fall: the C++ client sometimes aborts while the interpreter exits after a test passed ("terminate called without
+    an active exception", exit -6); the test's own outcome is what is counted, and the abort stays in the log. No
+    verdict (the process killed or crashed during the test) is a FAIL."""
     lines = output.splitlines()
     ran = max((i for i, line in enumerate(lines) if line.startswith("Ran 1 test")), default=None)
     verdict = next((line for line in lines[ran + 1 :] if line.strip()), "") if ran is not None else ""
