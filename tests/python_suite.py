@@ -337,10 +337,16 @@ def compare(results: Path) -> None:
         return {line.split()[1]: line.split()[0] for line in path.read_text().splitlines() if line}
 
     endpoint, pulsar = read("endpoint"), read("pulsar")
+    rows = ["| file | broker | passed | failed | skipped |", "|---|---|---|---|---|"]
     for name, got in (("endpoint", endpoint), ("pulsar", pulsar)):
         if got:
             counts = {s: sum(1 for v in got.values() if v == s) for s in ("PASS", "FAIL", "SKIP")}
             print(f"{name}: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
+            for file in (*FILES, None):
+                chosen = [v for t, v in got.items() if file is None or t.startswith(f"{file}::")]
+                cells = " | ".join(str(chosen.count(s)) for s in ("PASS", "FAIL", "SKIP"))
+                rows.append(f"| {file or '**all**'} | {name} | {cells} |")
+    (results / "summary.md").write_text("\n".join(rows) + "\n")
     if endpoint and pulsar:
         passing = [test for test, status in pulsar.items() if status == "PASS"]
         missing = sorted(test for test in passing if endpoint.get(test) != "PASS")
