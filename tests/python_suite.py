@@ -134,6 +134,8 @@ def _endpoint(tests: Path, data: Path, key: Path) -> Any:
         "--authorization-enabled", "--super-user-roles", "localhost,superUser,admin",
         "--anonymous-user-role", "anonymous",
         "--max-message-size", "1024000",
+        # Not in the suite's broker configuration, so at Pulsar's default (this endpoint's default is 0).
+        "--active-consumer-failover-delay-time-millis", "1000",
         port=6650,
     )  # fmt: skip
     return server
