@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-scale bench-container demo spark-cluster-demo conformance crash-loop fuzz model bench-plugin go-suite txn-client-crash-loop bench-python-client sim clean
+.PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-scale bench-container demo spark-cluster-demo conformance crash-loop fuzz model bench-plugin go-suite python-suite txn-client-crash-loop bench-python-client sim clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,13 @@ conformance: $(VENV)/.installed-test
 ## of its own (root: unshare -n); results per target in build/go-suite/results (ARGS="--target endpoint")
 go-suite: $(VENV)/.installed-test
 	$(BIN)/python -m tests.go_suite $(ARGS)
+
+## python-suite: the official Python client's own tests (pulsar-client-python's tests/ at the installed client's tag)
+## against this endpoint, then a Pulsar 4.2.4 standalone, each set up as that suite's CI broker in a network namespace
+## of its own (root: unshare -n); results per target in build/python-suite/results (ARGS="--target endpoint",
+## "--source DIR" for a local clone of pulsar-client-python, else it is cloned from GitHub)
+python-suite: $(VENV)/.installed-test
+	$(BIN)/python -m tests.python_suite $(ARGS)
 
 ## crash-loop: the exactly-once loop of issue 19 at full size (2,000 inputs, the endpoint SIGKILLed 2 times; set
 ## CRASH_LOOP_INPUTS / CRASH_LOOP_KILLS to change them)

@@ -58,6 +58,9 @@ class BrokerConfig:
     #: Check roles' permissions (Pulsar's authorizationEnabled), and the roles that may do anything.
     authorization_enabled: bool = False
     super_user_roles: tuple[str, ...] = ()
+    #: Failover: milliseconds from a change of active consumer to the notices and the new one's first messages
+    #: (Pulsar's activeConsumerFailoverDelayTimeMillis); 0: at once.
+    active_consumer_failover_delay_ms: int = 0
 
 
 #: The parts a topic owns, built by the classes of the layers above the topic: subscriptions (each with its pending

@@ -260,8 +260,15 @@ class ConsumerGroup:
         if previous is not None:
             self._active_changed(previous)
         if self.sub_type == SubType.FAILOVER:
-            for consumer in self.consumers:
-                consumer.sink.active_consumer_change(consumer, consumer is chosen)
+            self._announce_active()
+
+    def _announce_active(self) -> None:
+        """Failover: tell every consumer whether it is now the active one (at once here; a subscription may wait)."""
+        self._tell_active()
+
+    def _tell_active(self) -> None:
+        for consumer in self.consumers:
+            consumer.sink.active_consumer_change(consumer, consumer is self._active)
 
     def _active_changed(self, previous: Consumer) -> None:
         """Another consumer replaced ``previous`` as the active one."""
@@ -363,6 +370,9 @@ class Subscription(ConsumerGroup):
         self._end_told = False
         #: Messages per entry of the entries read last (sizes reads to the consumers' permits).
         self._messages_per_entry = 1
+        #: Failover: the wait after a change of active consumer, before the consumers are told and the new one gets
+        #: messages (see _announce_active); None when not waiting.
+        self._failover_wait: Cancellable | None = None
 
     # -- consumers --------------------------------------------------------------------------
 
@@ -396,6 +406,23 @@ class Subscription(ConsumerGroup):
     def _active_changed(self, previous: Consumer) -> None:
         previous.pending.clear()
         self.read_position = self.cursor.mark_delete + 1
+
+    def _announce_active(self) -> None:
+        """As Pulsar (activeConsumerFailoverDelayTimeMillis): after a change of active consumer, the consumers are
+        told, and the new active one gets messages, only once the delay has passed (a change during the wait is
+        told when it ends). The wait lets the previous consumer's in-flight work settle; the notices also reach a
+        client after the SUCCESS of the subscribe that caused the change, when it knows the consumer id."""
+        delay_ms = self.topic.broker.config.active_consumer_failover_delay_ms
+        if delay_ms <= 0:
+            self._tell_active()
+        elif self._failover_wait is None:
+            self._failover_wait = self.topic.clock.call_later(delay_ms / 1000, self._failover_waited)
+
+    def _failover_waited(self) -> None:
+        self._failover_wait = None
+        if self._active is not None:
+            self._tell_active()
+        self.dispatch()
 
     # -- flow, acknowledgements, redelivery -------------------------------------------------
 
@@ -523,7 +550,7 @@ class Subscription(ConsumerGroup):
 
     def _dispatch_single(self) -> bool:
         consumer = self._active
-        if consumer is None or not consumer.ready():
+        if consumer is None or not consumer.ready() or self._failover_wait is not None:
             return False
         limit = self.topic.read_limit
         position = self.read_position

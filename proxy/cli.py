@@ -80,6 +80,11 @@ def _parser() -> argparse.ArgumentParser:
         help="MiB of entries all topics keep in memory together for dispatch (default 128)",
     )
     serve.add_argument(
+        "--active-consumer-failover-delay-time-millis",
+        type=int,
+        help="Failover: ms from a change of active consumer to its notices and first messages (default 0; Pulsar 1000)",
+    )
+    serve.add_argument(
         "--max-message-size",
         type=int,
         help="largest message in bytes, advertised to clients, which batch and chunk by it (default 5242880)",

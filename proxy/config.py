@@ -57,6 +57,10 @@ class Settings:
     #: MiB of entries all topics keep in memory together for dispatch (Pulsar's managedLedgerCacheSizeMB): memory
     #: does not grow with the number of topics; older entries are read from the store.
     managed_ledger_cache_size_mb: int = 128
+    #: Failover subscriptions: milliseconds from a change of active consumer to the notices to the consumers and the
+    #: new active one's first messages (Pulsar's activeConsumerFailoverDelayTimeMillis, 1000 there by default; 0
+    #: here: at once).
+    active_consumer_failover_delay_time_millis: int = 0
     # -- message size (issue 23 item 8) --
     #: The largest message taken, in bytes (Pulsar's maxMessageSize): advertised in CONNECTED, so clients batch and
     #: chunk by it; a frame larger than it plus 10 KiB closes its connection.

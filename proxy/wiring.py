@@ -59,6 +59,7 @@ def broker_config(settings: Settings) -> BrokerConfig:
         max_message_size=settings.max_message_size,
         authorization_enabled=settings.authorization_enabled,
         super_user_roles=super_user_roles(settings),
+        active_consumer_failover_delay_ms=settings.active_consumer_failover_delay_time_millis,
     )
 
 

@@ -109,6 +109,8 @@ def _endpoint(src: Path, data: Path, source: Path | None = None) -> tuple[object
         "--authorization-enabled", "--super-user-roles", "localhost,superUser,admin",
         "--anonymous-user-role", "anonymous",
         "--max-message-size", "1048576",
+        # Pulsar's default, so the suite's CI broker's (this endpoint's default is 0).
+        "--active-consumer-failover-delay-time-millis", "1000",
         port=6650,
     )  # fmt: skip
     if source is not None:  # the server of another checkout (a branch to compare), first on its sys.path
