@@ -19,9 +19,11 @@ from pulsar_txn import schema as _schema
 from pulsar_txn._runtime import Runtime, Waiter
 from pulsar_txn.authentication import Authentication
 from pulsar_txn.core.consumer import ConsumerConfig, ConsumerCore
+from pulsar_txn.core.entries import EntryConsumerCore
 from pulsar_txn.core.names import PARTITION_SUFFIX, full_topic_name, namespace_of, split_partition
 from pulsar_txn.core.producer import OutMessage, ProducerConfig, ProducerCore
 from pulsar_txn.core.transaction import TransactionCore, TxnId, TxnState
+from pulsar_txn.entries import EntryReader
 from pulsar_txn.enums import (
     BatchingType,
     CompressionType,
@@ -41,6 +43,7 @@ from pulsar_txn.exceptions import (
     ProducerQueueIsFull,
     PulsarException,
     Timeout,
+    TopicNotFound,
     TransactionCoordinatorNotFoundError,
 )
 from pulsar_txn.message import Message, MessageId
@@ -359,6 +362,8 @@ class Consumer:
         self._next = 0
         self._listener_thread: threading.Thread | None = None
         self._core_set = frozenset(cores)
+        #: Hand out what the cores queued as it is (an entry reader's entries) rather than as :class:`Message`.
+        self._raw = False
 
     def topic(self) -> str:
         return self._topic
@@ -381,7 +386,7 @@ class Consumer:
                 self._next = (self._next + offset + 1) % count
                 if core.conn is not None and core.conn.has_output:  # permits to give back
                     self._rt.kick(core)
-                return Message(received, self._schema)
+                return received if self._raw else Message(received, self._schema)
         return None
 
     def receive(self, timeout_millis: int | None = None) -> Message:
@@ -736,6 +741,13 @@ class Client:
         count = self._rt.partitions(topic)
         return [f"{topic}{PARTITION_SUFFIX}{i}" for i in range(count)] if count else [topic]
 
+    def get_topics_matching(
+        self, pattern: str, regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly
+    ) -> list[str]:
+        """The topics a regex subscription on ``pattern`` reads now (a partitioned topic by its name; system topics
+        left out), sorted. Not in ``pulsar-client``."""
+        return self._topics_matching(pattern, regex_subscription_mode)
+
     def _topics_matching(self, pattern: str, mode: RegexSubscriptionMode) -> list[str]:
         pattern = full_topic_name(pattern)
         modes = {
@@ -967,6 +979,60 @@ class Client:
             reader._consumer._start_listener(reader_listener, reader)
         return reader
 
+    def create_entry_reader(
+        self,
+        topic: str,
+        start_message_id: MessageId,
+        receiver_queue_size: int = 1000,
+        force_topic_creation: bool = True,
+    ) -> EntryReader:
+        """An :class:`~pulsar_txn.entries.EntryReader` of one topic partition (or non-partitioned topic), from the
+        entry holding ``start_message_id`` (or ``MessageId.earliest`` / ``MessageId.latest``). Not in
+        ``pulsar-client``: for code that decodes stored entries itself. ``receiver_queue_size`` counts messages; 0
+        receives nothing (the reader then only answers :meth:`~pulsar_txn.entries.EntryReader.get_last_message_id`).
+        ``force_topic_creation=False``: a missing topic raises :class:`TopicNotFound` instead of being created."""
+        if not isinstance(start_message_id, MessageId):
+            raise ValueError("start_message_id must be a MessageId")
+        self._rt.check_open()
+        topic = full_topic_name(topic)
+        config = ConsumerConfig(
+            subscription_name=f"entry-reader-{uuid.uuid4().hex[:10]}",
+            receiver_queue_size=receiver_queue_size,
+            consumer_name=uuid.uuid4().hex[:10],
+            durable=False,
+            initial_position=InitialPosition.Earliest
+            if start_message_id == MessageId.earliest
+            else InitialPosition.Latest,
+            start_message_id=start_message_id.wire,
+            force_topic_creation=force_topic_creation,
+        )
+        core = EntryConsumerCore(topic, split_partition(topic)[1], config)
+        consumer = Consumer(self, topic, [core], None, config)
+        consumer._raw = True
+        try:
+            self._rt.retrying(lambda: self._rt.register_consumer(core))
+        except BaseException:
+            consumer.close()
+            raise
+        with self._rt.lock:
+            self._handles.append(consumer)
+        return EntryReader(consumer, core)
+
+    def get_schema(self, topic: str, version: int | None = None) -> tuple[Any, int] | None:
+        """The topic's schema as the broker stores it: ``(Schema, version)`` with the protocol's ``Schema`` message,
+        the latest or ``version``; None when the topic has none. Not in ``pulsar-client`` (the Java client's
+        ``getSchema`` lookup)."""
+        fields: dict[str, Any] = {"topic": split_partition(full_topic_name(topic))[0]}
+        if version is not None and version >= 0:
+            fields["schema_version"] = version.to_bytes(8, "big", signed=True)
+        rt = self._rt
+        try:
+            response = rt.retrying(lambda: rt.request(rt.connection(), T.GET_SCHEMA, **fields))
+        except TopicNotFound:
+            return None
+        raw = response.schema_version
+        return response.schema, int.from_bytes(raw, "big", signed=True) if len(raw) == 8 else -1
+
     def _forget(self, handle: Any) -> None:
         with self._rt.lock:
             if handle in self._handles:
@@ -1011,6 +1077,13 @@ class Client:
         response = self._tc_request(tc_id, T.NEW_TXN, txn_ttl_millis=timeout_ms, tc_id=tc_id)
         core = TransactionCore(TxnId(response.txnid_most_bits, response.txnid_least_bits), timeout_ms, opened_at)
         return Transaction(self, core)
+
+    def resume_transaction(self, txn_id: TxnId | tuple[int, int], timeout_ms: int = 60000) -> Transaction:
+        """A :class:`Transaction` for a transaction another client opened (its id handed over, as Spark tasks hand
+        theirs to the driver): send and acknowledge in it, commit or abort it. Its client-side timeout counts from
+        now; the coordinator keeps the one it was opened with. Not in the Java client's API."""
+        self._rt.check_open()
+        return Transaction(self, TransactionCore(TxnId(*txn_id), timeout_ms, self._rt.now()))
 
     def _add_partition(self, txn: Transaction, topic: str) -> None:
         core = txn._core

@@ -81,7 +81,9 @@ def test_keepalive_pings_then_closes() -> None:
 def test_broker_pings_are_answered_and_a_garbled_frame_closes() -> None:
     conn, broker = connected()
     conn.handle_bytes(frame(T.PING), 1.0)
-    assert [f.command.type for f in broker.read(conn)] == [T.PONG]
+    [pong] = broker.read(conn)
+    # Pulsar's decoder rejects a PONG without its (empty) ``pong`` field and closes the connection.
+    assert pong.command.type == T.PONG and pong.command.HasField("pong")
     conn.handle_bytes(b"\x00\x00\x00\x05\x00\x00\x00\x09xxxxx", 2.0)
     assert isinstance(events(conn)[-1], Closed)
 

@@ -49,6 +49,8 @@ class ConsumerConfig:
     schema: Any = None
     #: ``(max messages, max bytes, timeout ms)`` of ``batch_receive``; None: the official defaults.
     batch_receive_policy: tuple[int, int, int] | None = None
+    #: Whether subscribing may create the topic (False: a missing topic fails with ``TopicNotFound``).
+    force_topic_creation: bool = True
 
 
 class BatchAcks:
@@ -152,6 +154,8 @@ class ConsumerCore:
             "replicate_subscription_state": config.replicate_subscription_state_enabled,
             "consumer_epoch": self.epoch,
         }
+        if not config.force_topic_creation:
+            fields["force_topic_creation"] = False
         if config.properties:
             fields["metadata"] = [{"key": k, "value": v} for k, v in config.properties.items()]
         if config.key_shared_meta is not None:
@@ -177,7 +181,8 @@ class ConsumerCore:
         conn.consumers[consumer_id] = self
         self.incoming.clear()
         self._to_flow = 0
-        conn.send(make(T.FLOW, consumer_id=consumer_id, messagePermits=self._queue_size))
+        if self._queue_size > 0:
+            conn.send(make(T.FLOW, consumer_id=consumer_id, messagePermits=self._queue_size))
 
     def detach(self, conn: Connection) -> None:
         """The registration is lost: what is queued will be delivered again after the next one."""
