@@ -378,7 +378,17 @@ class Consumer:
         return not self._closed and all(core.connected for core in self._cores)
 
     def _take(self) -> Message | None:
-        count = len(self._cores)
+        cores = self._cores
+        count = len(cores)
+        if count == 1:
+            core = cores[0]
+            received = core.take()
+            if received is None:
+                return None
+            conn = core.conn
+            if conn is not None and conn._out:  # permits to give back
+                self._rt.kick(core)
+            return received if self._raw else Message(received, self._schema)
         for offset in range(count):
             core = self._cores[(self._next + offset) % count]
             received = core.take()
@@ -393,7 +403,8 @@ class Consumer:
         """The next message; waits for one (raises :class:`Timeout` after ``timeout_millis``)."""
         rt = self._rt
         with rt.lock:
-            self._check()
+            if self._closed or rt.closed:
+                self._check()
             message = self._take()
             if message is not None:
                 return message
@@ -445,12 +456,19 @@ class Consumer:
         if cumulative and self._config.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise CumulativeAcknowledgementNotAllowedError("cumulative ack on a Shared or Key_Shared subscription")
         rt = self._rt
-        if isinstance(message, Message) and txn is None and message._received.consumer in self._core_set:
+        if txn is None and type(message) is Message and message._received.info.consumer in self._core_set:
             received = message._received  # the common case, without building a MessageId
-            core = received.consumer
+            core = received.info.consumer
             with rt.lock:
-                self._check()
-                core.ack(received.position, received.batch_size, received.batch, cumulative, rt.now())
+                if self._closed or rt.closed:
+                    self._check()
+                if cumulative:
+                    info = received.info
+                    core.ack(
+                        (info.ledger, info.entry, received.batch_index), info.batch_size, info.batch, True, rt.now()
+                    )
+                elif not core.ack_message(received, rt.now()):
+                    return
                 rt.kick(core)
             return
         mid = message.message_id() if isinstance(message, Message) else message

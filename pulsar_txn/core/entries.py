@@ -43,6 +43,7 @@ class EntryConsumerCore(ConsumerCore):
     def __init__(self, topic: str, partition: int, config: ConsumerConfig) -> None:
         super().__init__(topic, partition, config)
         self._queue_size = max(0, config.receiver_queue_size)
+        self._flow_at = max(1, self._queue_size // 2)
         self._skip_until = None
 
     def handle_message(self, command: Any, body: bytes) -> bool:
