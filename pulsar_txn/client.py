@@ -45,6 +45,7 @@ from pulsar_txn.exceptions import (
     Timeout,
     TopicNotFound,
     TransactionCoordinatorNotFoundError,
+    TransactionHasOperationFailedError,
 )
 from pulsar_txn.message import Message, MessageId
 from wire.message_id import MessageId as WireMessageId
@@ -495,7 +496,12 @@ class Consumer:
             if request_id is not None:
                 link = rt.link_of(core)
                 assert link is not None
-                rt.wait_request(link, request_id)
+                try:
+                    rt.wait_request(link, request_id)
+                except PulsarException:
+                    if txn is not None:
+                        txn._core.failed_ops += 1
+                    raise
 
     def acknowledge(self, message: Message | MessageId, txn: Transaction | None = None) -> None:
         """Acknowledge one message (or message id); in ``txn``, it counts only once the transaction commits."""
@@ -1145,6 +1151,11 @@ class Client:
                 rt.wait_for(lambda: core.ops == 0, None)
         with rt.lock:
             core.begin_end(commit, rt.now())
+            failed_ops = core.failed_ops if commit else 0
+            if failed_ops:
+                # As the Java client: a transaction in which an operation failed is aborted instead.
+                core.begin_end(False, rt.now())
+                commit = False
             if not commit:
                 for producer in core.producers:
                     producer._discard(core)
@@ -1171,6 +1182,10 @@ class Client:
                         for ccore in consumer._cores:
                             ccore.redeliver_all()
                         rt.kick(*consumer._cores)
+        if failed_ops:
+            raise TransactionHasOperationFailedError(
+                f"transaction {core.txn_id}: {failed_ops} operation(s) in it failed, so it was aborted"
+            )
 
     # -- closing -----------------------------------------------------------------------------
 

@@ -289,7 +289,7 @@ class ProducerCore:
         for entry in self._pending:
             if entry.txn is not None:
                 entry.txn.ops -= len(entry.messages)
-                entry.txn.failed_sends += len(entry.messages)
+                entry.txn.failed_ops += len(entry.messages)
             events += [SendDone(m.token, None, error) for m in entry.messages]
         self._pending.clear()
         events += [SendDone(m.token, None, error) for m in self._batch]

@@ -5,7 +5,9 @@ connector ends its tasks' transactions through it too); these scenarios run it a
 transaction appear at its commit and never after its abort, acknowledgements in a transaction count at its commit and
 are undone by its abort (the messages come back to a new consumer), a transaction past its timeout is aborted by the
 coordinator, conflicting acknowledgements, and the broker's answers to ending a transaction twice or ending an
-unknown one (asked through ``resume_transaction``, which leaves the client-side checks out).
+unknown one (asked through ``resume_transaction``, which leaves the client-side checks out). The last scenarios run
+a script of the Java harness (official Java client 4.2.4) and its port to pulsar_txn side by side and record whether
+both observed the same.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pulsar_txn import Client, Consumer, InitialPosition, Message, Timeout, TxnId
+from pulsar_txn import Client, Consumer, ConsumerType, InitialPosition, Message, PulsarException, Timeout, TxnId
 from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.harness import run_scenario
+from pulsar_txn_proxy.conformance.harness_observations import normalise_observations as _normalise
+from pulsar_txn_proxy.conformance.harness_observations import unordered as _unordered
 
 
 def _client(run: Run) -> Client:
@@ -155,3 +160,173 @@ def test_ending_a_transaction_twice_or_an_unknown_one_is_refused(run: Run) -> Ou
     outcome["commit_unknown"] = _error(unknown.commit)
     outcome["abort_unknown"] = _error(client.resume_transaction(TxnId(0, (1 << 40) + 1)).abort)
     return outcome
+
+
+# -- the same scripts through the Java client (the harness) and through pulsar_txn -------------------------------
+
+#: The Java client's exception for each of pulsar_txn's (its simple class name, as the harness reports it).
+JAVA_EXCEPTIONS = {
+    "TransactionConflict": "TransactionConflictException",
+    "InvalidTxnStatusError": "InvalidTxnStatusException",
+    "TransactionNotFound": "TransactionNotFoundException",
+    "TransactionHasOperationFailedError": "TransactionHasOperationFailedException",
+    "TransactionCoordinatorNotFoundError": "CoordinatorNotFoundException",
+}
+#: As the harness's transaction scenarios (their 3-partition topics, their windows).
+PARTITIONS = 3
+QUIET_MS = 1000
+EXTRA_MS = 300
+
+
+def _outcome(step: Any) -> dict[str, str] | None:
+    """None, or the error as the harness describes one (the Java client's class for pulsar_txn's)."""
+    try:
+        step()
+    except PulsarException as exc:
+        name = type(exc).__name__
+        return {"type": JAVA_EXCEPTIONS.get(name, name), "message": str(exc)}
+    return None
+
+
+def _receive(consumer: Consumer, count: int, timeout_ms: int) -> list[Message]:
+    """As the harness's ``receive``: until ``count`` came or ``timeout_ms`` passed."""
+    got: list[Message] = []
+    deadline = time.monotonic() + timeout_ms / 1000
+    while len(got) < count:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        try:
+            got.append(consumer.receive(max(1, int(left * 1000))))
+        except Timeout:
+            break
+    return got
+
+
+def _within(consumer: Consumer, window_ms: int) -> list[Message]:
+    return _receive(consumer, 1 << 30, window_ms)
+
+
+def _txn_id(txn: Any) -> str:
+    return f"{txn.id.most}:{txn.id.least}"
+
+
+def _beside_java(run: Run, java_name: str, python_script: Any, *tags: str, java_args: tuple[str, ...] = ()) -> Outcome:
+    """The harness's ``java_name`` and its port to pulsar_txn, each on fresh 3-partition topics; outcomes normalised
+    alike (transaction ids, exception classes, arrival order), and whether they are the same."""
+    java = _unordered(
+        _normalise(
+            run_scenario(
+                run.target.service_url,
+                java_name,
+                *[run.partitioned_topic(f"java-{t}", PARTITIONS) for t in tags],
+                *java_args,
+                timeout=90,
+            )
+        )
+    )
+    java.pop("scenario", None)
+    client = _client(run)
+    ours = _unordered(_normalise(python_script(client, *[run.partitioned_topic(f"py-{t}", PARTITIONS) for t in tags])))
+    return {"java": java, "pulsar_txn": ours, "same": java == ours}
+
+
+def _produce_then_end(client: Client, topic_a: str, topic_b: str, commit: bool) -> dict[str, Any]:
+    """The harness's ``commit_atomic`` / ``abort_invisible`` (not batched), with pulsar_txn."""
+    obs: dict[str, Any] = {"batched": False}
+    consumer = client.subscribe(
+        [topic_a, topic_b], "sub", consumer_type=ConsumerType.Exclusive, initial_position=InitialPosition.Earliest
+    )
+    producer_a, producer_b = client.create_producer(topic_a), client.create_producer(topic_b)
+    txn = client.new_transaction(60_000)
+    obs["txn_id"] = _txn_id(txn)
+    for i in range(10):
+        producer_a.send_async(f"a-{i}".encode(), None, txn=txn)
+    for i in range(5):
+        producer_b.send_async(f"b-{i}".encode(), None, txn=txn)
+    producer_a.flush()
+    producer_b.flush()
+    obs["before_end"] = _texts(_within(consumer, QUIET_MS))
+    if commit:
+        obs["commit_error"] = _outcome(txn.commit)
+        obs["txn_state"] = txn.state.value
+        obs["after_commit"] = _texts(_receive(consumer, 15, 10_000))
+        obs["extra"] = _texts(_within(consumer, EXTRA_MS))
+    else:
+        obs["abort_error"] = _outcome(txn.abort)
+        obs["txn_state"] = txn.state.value
+        obs["after_abort"] = _texts(_within(consumer, 2000))
+        plain_a, plain_b = client.create_producer(topic_a), client.create_producer(topic_b)
+        for i in range(3):
+            plain_a.send(f"plain-a-{i}".encode())
+            plain_b.send(f"plain-b-{i}".encode())
+        obs["plain_after_abort"] = _texts(_receive(consumer, 6, 10_000))
+    return obs
+
+
+def _commit_after_abort(client: Client, topic: str) -> dict[str, Any]:
+    """The harness's ``commit_after_abort``: the coordinator asked directly through ``resume_transaction``."""
+    producer = client.create_producer(topic)
+    txn = client.new_transaction(60_000)
+    obs: dict[str, Any] = {"txn_id": _txn_id(txn)}
+    producer.send(b"x", txn=txn)
+    obs["abort_error"] = _outcome(txn.abort)
+    obs["client_commit_error"] = _outcome(txn.commit)
+    obs["server_commit_error"] = _outcome(client.resume_transaction(txn.id).commit)
+    obs["server_abort_again_error"] = _outcome(client.resume_transaction(txn.id).abort)
+    consumer = client.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
+    obs["visible"] = _texts(_within(consumer, 500))
+    return obs
+
+
+def _ack_conflict(client: Client, topic: str) -> dict[str, Any]:
+    """The harness's ``ack_conflict``. The Java script turns acknowledgement grouping off; pulsar_txn groups plain
+    acknowledgements for 100 ms (as the official clients do by default), so the plain one is given that time."""
+    producer = client.create_producer(topic)
+    producer.send(b"m")
+    producer.send(b"n")
+    consumer = client.subscribe(
+        topic, "sub", consumer_type=ConsumerType.Shared, initial_position=InitialPosition.Earliest
+    )
+    by_payload = {m.data().decode(): m for m in _receive(consumer, 2, 10_000)}
+    obs: dict[str, Any] = {"received": list(by_payload)}
+    m, n = by_payload["m"], by_payload["n"]
+    txn1, txn2, txn3 = (client.new_transaction(60_000) for _ in range(3))
+    obs["txn_ids"] = [_txn_id(txn1), _txn_id(txn2), _txn_id(txn3)]
+    obs["txn1_ack_error"] = _outcome(lambda: consumer.acknowledge(m, txn=txn1))
+    obs["txn2_ack_error"] = _outcome(lambda: consumer.acknowledge(m, txn=txn2))
+    obs["plain_ack_error"] = _outcome(lambda: consumer.acknowledge(n))
+    time.sleep(0.3)
+    obs["txn3_ack_error"] = _outcome(lambda: consumer.acknowledge(n, txn=txn3))
+    obs["txn2_commit_error"] = _outcome(txn2.commit)
+    obs["txn3_commit_error"] = _outcome(txn3.commit)
+    obs["txn1_commit_error"] = _outcome(txn1.commit)
+    obs["txn_states"] = [txn1.state.value, txn2.state.value, txn3.state.value]
+    obs["after_commit"] = _texts(_within(consumer, QUIET_MS))
+    return obs
+
+
+@scenario
+def test_a_commit_is_atomic_beside_the_java_client(run: Run) -> Outcome:
+    """One transaction sends 10 messages to A and 5 to B (3 partitions each) and commits: a consumer of both sees
+    nothing before, all 15 after; by the Java client and by pulsar_txn."""
+    return _beside_java(run, "commit_atomic", lambda c, a, b: _produce_then_end(c, a, b, True), "a", "b")
+
+
+@scenario
+def test_an_abort_is_invisible_beside_the_java_client(run: Run) -> Outcome:
+    """The same sends, aborted: nothing shows, plain messages after it do; by the Java client and by pulsar_txn."""
+    return _beside_java(run, "abort_invisible", lambda c, a, b: _produce_then_end(c, a, b, False), "a", "b")
+
+
+@scenario
+def test_commit_after_abort_beside_the_java_client(run: Run) -> Outcome:
+    """An aborted transaction's commit is refused by the client, and by the coordinator (asked directly)."""
+    return _beside_java(run, "commit_after_abort", _commit_after_abort, "t")
+
+
+@scenario
+def test_conflicting_acknowledgements_beside_the_java_client(run: Run) -> Outcome:
+    """Two transactions acknowledge one message; a transaction acknowledges a plainly acknowledged one; the
+    commits that follow; by the Java client and by pulsar_txn."""
+    return _beside_java(run, "ack_conflict", _ack_conflict, "t")
