@@ -108,14 +108,22 @@ class ReceivedMessage:
     """A message taken from the wire; ``batch_index`` is -1 for a message stored alone. Its metadata is read from
     the entry's (and, in a batch, its own ``SingleMessageMetadata``) only when asked for."""
 
-    __slots__ = ("batch_index", "info", "payload", "single")
+    __slots__ = ("_single", "batch_index", "info", "payload")
 
     def __init__(self, info: EntryInfo, batch_index: int, payload: bytes, single: Any) -> None:
         self.info = info
         self.batch_index = batch_index
         self.payload = payload
-        #: The message's ``SingleMessageMetadata`` in a batch; the entry's ``MessageMetadata`` otherwise.
-        self.single = single
+        #: The message's ``SingleMessageMetadata`` in a batch (its bytes until first read); the entry's
+        #: ``MessageMetadata`` otherwise.
+        self._single = single
+
+    @property
+    def single(self) -> Any:
+        single = self._single
+        if type(single) is bytes:
+            single = self._single = SingleMessageMetadata.FromString(single)
+        return single
 
     consumer = property(lambda self: self.info.consumer)
     ledger = property(lambda self: self.info.ledger)
@@ -303,9 +311,18 @@ class ConsumerCore:
             for index in range(count):
                 (size,) = unpack(payload, offset)
                 offset += 4
-                single = SingleMessageMetadata.FromString(payload[offset : offset + size])
+                single = payload[offset : offset + size]
+                # Encoders write fields in order: with no properties nor key, payload_size (field 3, tag 0x18) leads
+                # and its varint is read here; the rest of the metadata is parsed when first read.
+                if size > 1 and single[0] == 0x18 and single[1] < 0x80:
+                    payload_size = single[1]
+                elif size > 2 and single[0] == 0x18 and single[2] < 0x80:
+                    payload_size = (single[1] & 0x7F) | single[2] << 7
+                else:
+                    single = SingleMessageMetadata.FromString(single)
+                    payload_size = single.payload_size
                 offset += size
-                end = offset + single.payload_size
+                end = offset + payload_size
                 if end > end_of_payload:
                     raise ProtocolError("batch message runs past the end of the payload")
                 value = payload[offset:end]
