@@ -187,7 +187,7 @@ class Producer:
         txn: Transaction | None,
     ) -> None:
         payload = self._schema.encode(content)
-        key_b64 = isinstance(partition_key, bytes | bytearray)
+        key_b64 = partition_key is not None and type(partition_key) is not str
         if key_b64:  # a binary key travels base64-encoded, as the Java client's keyBytes
             partition_key = base64.b64encode(partition_key).decode()
         if deliver_after is not None:
@@ -227,8 +227,11 @@ class Producer:
                     rt.call_back(lambda: token(None, error))  # as the official client: the callback gets the error
                     return
                 rt.wait_for(lambda: core.pending_count < self._max_pending, None)
+            opens_batch = not core._batch
             core.send(message, now)
-            rt.kick(core)
+            conn = core.conn
+            if opens_batch or (conn is not None and conn._out):  # a new batch timer, or an entry to write
+                rt.kick(core)
 
     def send(
         self,
@@ -291,12 +294,11 @@ class Producer:
         ``Result.Ok``) or it failed (the error's ``Result``, ``message_id`` None)."""
 
         def done(raw: Any, error: PulsarException | None) -> None:
-            if callback is not None:
-                callback(result_of(error), _message_id(-1, raw))
+            callback(result_of(error), _message_id(-1, raw))  # type: ignore[misc]
 
         self._queue(
             content,
-            done,
+            None if callback is None else done,
             properties,
             partition_key,
             ordering_key,
