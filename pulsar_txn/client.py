@@ -55,6 +55,8 @@ T = BaseCommand
 log = logging.getLogger("pulsar_txn")
 #: The system topic whose partitions stand for the transaction coordinators.
 COORDINATOR_ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
+#: Subscription types whose dispatcher redelivers single messages (no cursor rewind).
+_SHARED = (ConsumerType.Shared, ConsumerType.KeyShared)
 #: From this protocol version a client greets each coordinator with TC_CLIENT_CONNECT.
 TC_CONNECT_PROTOCOL_VERSION = 19
 
@@ -1177,10 +1179,12 @@ class Client:
         with rt.lock:
             core.ended(commit, ok=True)
             if not commit:
-                # As the Java client: what the transaction acknowledged comes back, and nothing queued before the
-                # abort is handed out again after it.
+                # What the transaction acknowledged comes back, and nothing queued before the abort is handed out
+                # again after it. On a Shared or Key_Shared subscription the broker redelivers the aborted
+                # acknowledgements itself and sends nothing else again, so the consumer's queue stays (as the
+                # Java client's: asking for a redelivery there would count every message delivered twice).
                 for consumer in core.ack_consumers:
-                    if not consumer._closed:
+                    if not consumer._closed and consumer._config.consumer_type not in _SHARED:
                         for ccore in consumer._cores:
                             ccore.redeliver_all()
                         rt.kick(*consumer._cores)

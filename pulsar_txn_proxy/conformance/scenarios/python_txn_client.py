@@ -330,3 +330,87 @@ def test_conflicting_acknowledgements_beside_the_java_client(run: Run) -> Outcom
     """Two transactions acknowledge one message; a transaction acknowledges a plainly acknowledged one; the
     commits that follow; by the Java client and by pulsar_txn."""
     return _beside_java(run, "ack_conflict", _ack_conflict, "t")
+
+
+def _deliveries(messages: list[Message]) -> list[dict[str, Any]]:
+    return [{"payload": m.data().decode(), "redelivery_count": m.redelivery_count()} for m in messages]
+
+
+def _txn_ack_then_abort(client: Client, topic: str, kind: ConsumerType) -> dict[str, Any]:
+    """The harness's ``txn_ack_then_abort``: 10 messages acknowledged in a transaction that aborts come back (once,
+    redelivery count 1), are acknowledged in a second one that commits, and nothing comes back."""
+    obs: dict[str, Any] = {"subscription_type": kind.name}
+    consumer = client.subscribe(topic, "test", consumer_type=kind, initial_position=InitialPosition.Earliest)
+    producer = client.create_producer(topic)
+    for i in range(10):
+        producer.send(f"m-{i}".encode())
+    txn1 = client.new_transaction(60_000)
+    first = _receive(consumer, 10, 10_000)
+    obs["first_received"] = _texts(first)
+    obs["txn1_ack_errors"] = [_outcome(lambda m=m: consumer.acknowledge(m, txn=txn1)) for m in first]
+    obs["before_abort"] = _texts(_within(consumer, QUIET_MS))
+    obs["abort_error"] = _outcome(txn1.abort)
+    txn2 = client.new_transaction(60_000)
+    obs["txn_ids"] = [_txn_id(txn1), _txn_id(txn2)]
+    again = _receive(consumer, 10, 10_000)
+    obs["after_abort"] = _deliveries(again)
+    obs["txn2_ack_errors"] = [_outcome(lambda m=m: consumer.acknowledge(m, txn=txn2)) for m in again]
+    obs["commit_error"] = _outcome(txn2.commit)
+    obs["after_commit"] = _texts(_within(consumer, QUIET_MS))
+    obs["recommit_error"] = _outcome(client.resume_transaction(txn2.id).commit)
+    return obs
+
+
+def _txn_timeout(client: Client, source: str, sink: str) -> dict[str, Any]:
+    """The harness's ``txn_timeout``: a 2 s transaction sends 3 messages and acknowledges an input, then 4 s pass."""
+    client.create_producer(source).send(b"in-0")
+    inputs = client.subscribe(
+        source, "sub", consumer_type=ConsumerType.Shared, initial_position=InitialPosition.Earliest
+    )
+    outputs = client.subscribe(sink, "out-sub", initial_position=InitialPosition.Earliest)
+    producer = client.create_producer(sink)
+    consumed = _receive(inputs, 1, 5000)
+    obs: dict[str, Any] = {"consumed": consumed[0].data().decode() if consumed else None}
+    if not consumed:
+        return obs
+    txn = client.new_transaction(2000)
+    obs["txn_id"] = _txn_id(txn)
+    for i in range(3):
+        producer.send(f"t-{i}".encode(), txn=txn)
+    obs["ack_error"] = _outcome(lambda: inputs.acknowledge(consumed[0], txn=txn))
+    time.sleep(4)
+    obs["output"] = _texts(_within(outputs, EXTRA_MS))
+    obs["redelivered"] = _deliveries(_receive(inputs, 1, 3000))
+    obs["client_state"] = txn.state.value
+    obs["client_commit_error"] = _outcome(txn.commit)
+    obs["server_commit_error"] = _outcome(client.resume_transaction(txn.id).commit)
+    for i in range(3):
+        producer.send(f"plain-{i}".encode())
+    obs["plain_after_timeout"] = _texts(_receive(outputs, 3, 10_000))
+    return obs
+
+
+@scenario
+def test_an_abort_gives_acknowledged_messages_back_shared_beside_the_java_client(run: Run) -> Outcome:
+    """Acknowledged in an aborted transaction, 10 messages come back once to a Shared consumer, then are
+    acknowledged for good; by the Java client and by pulsar_txn."""
+    return _beside_java(
+        run, "txn_ack_then_abort", lambda c, t: _txn_ack_then_abort(c, t, ConsumerType.Shared), "t",
+        java_args=("Shared",),
+    )  # fmt: skip
+
+
+@scenario
+def test_an_abort_gives_acknowledged_messages_back_failover_beside_the_java_client(run: Run) -> Outcome:
+    """The same on a Failover subscription."""
+    return _beside_java(
+        run, "txn_ack_then_abort", lambda c, t: _txn_ack_then_abort(c, t, ConsumerType.Failover), "t",
+        java_args=("Failover",),
+    )  # fmt: skip
+
+
+@scenario
+def test_a_timed_out_transaction_beside_the_java_client(run: Run) -> Outcome:
+    """A 2 s transaction left alone for 4 s: its sends never show, its acknowledged input comes back, its commit
+    fails in the client and at the coordinator; by the Java client and by pulsar_txn."""
+    return _beside_java(run, "txn_timeout", _txn_timeout, "in", "out")
