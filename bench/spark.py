@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from spark.client import Client
+from pulsar_txn import Client
 from spark.cluster import LocalCluster, py_files
 from spark.pipeline import Event, build_query, produce, read_topic, sample_events, spark_session, window_totals
 from tests.server_process import ServerProcess
@@ -93,7 +93,7 @@ def latency(spark: Any, url: str, rate: int, seconds: float, work: Path) -> dict
 
     def feed() -> None:
         with Client(url) as client:
-            producers = [client.create_producer(s) for s in sources]
+            producers = [client.create_producer(s, batching_enabled=True) for s in sources]
             sent = 0
             began = time.monotonic()
             while not stop.is_set():
@@ -101,7 +101,7 @@ def latency(spark: Any, url: str, rate: int, seconds: float, work: Path) -> dict
                 for _ in range(due - sent):
                     now = int(time.time() * 1000)
                     event = Event(f"key-{sent % 50}", 1, now)
-                    producers[sent % 2].send_async(event.to_json(), partition_key=event.key)
+                    producers[sent % 2].send_async(event.to_json(), None, partition_key=event.key)
                     sent += 1
                 for producer in producers:
                     producer.flush()

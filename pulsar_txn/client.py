@@ -19,9 +19,11 @@ from pulsar_txn import schema as _schema
 from pulsar_txn._runtime import Runtime, Waiter
 from pulsar_txn.authentication import Authentication
 from pulsar_txn.core.consumer import ConsumerConfig, ConsumerCore
+from pulsar_txn.core.entries import EntryConsumerCore
 from pulsar_txn.core.names import PARTITION_SUFFIX, full_topic_name, namespace_of, split_partition
 from pulsar_txn.core.producer import OutMessage, ProducerConfig, ProducerCore
 from pulsar_txn.core.transaction import TransactionCore, TxnId, TxnState
+from pulsar_txn.entries import EntryReader
 from pulsar_txn.enums import (
     BatchingType,
     CompressionType,
@@ -41,7 +43,9 @@ from pulsar_txn.exceptions import (
     ProducerQueueIsFull,
     PulsarException,
     Timeout,
+    TopicNotFound,
     TransactionCoordinatorNotFoundError,
+    TransactionHasOperationFailedError,
 )
 from pulsar_txn.message import Message, MessageId
 from wire.message_id import MessageId as WireMessageId
@@ -51,6 +55,8 @@ T = BaseCommand
 log = logging.getLogger("pulsar_txn")
 #: The system topic whose partitions stand for the transaction coordinators.
 COORDINATOR_ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
+#: Subscription types whose dispatcher redelivers single messages (no cursor rewind).
+_SHARED = (ConsumerType.Shared, ConsumerType.KeyShared)
 #: From this protocol version a client greets each coordinator with TC_CLIENT_CONNECT.
 TC_CONNECT_PROTOCOL_VERSION = 19
 
@@ -183,7 +189,7 @@ class Producer:
         txn: Transaction | None,
     ) -> None:
         payload = self._schema.encode(content)
-        key_b64 = isinstance(partition_key, bytes | bytearray)
+        key_b64 = partition_key is not None and type(partition_key) is not str
         if key_b64:  # a binary key travels base64-encoded, as the Java client's keyBytes
             partition_key = base64.b64encode(partition_key).decode()
         if deliver_after is not None:
@@ -223,8 +229,11 @@ class Producer:
                     rt.call_back(lambda: token(None, error))  # as the official client: the callback gets the error
                     return
                 rt.wait_for(lambda: core.pending_count < self._max_pending, None)
+            opens_batch = not core._batch
             core.send(message, now)
-            rt.kick(core)
+            conn = core.conn
+            if opens_batch or (conn is not None and conn._out):  # a new batch timer, or an entry to write
+                rt.kick(core)
 
     def send(
         self,
@@ -287,12 +296,11 @@ class Producer:
         ``Result.Ok``) or it failed (the error's ``Result``, ``message_id`` None)."""
 
         def done(raw: Any, error: PulsarException | None) -> None:
-            if callback is not None:
-                callback(result_of(error), _message_id(-1, raw))
+            callback(result_of(error), _message_id(-1, raw))  # type: ignore[misc]
 
         self._queue(
             content,
-            done,
+            None if callback is None else done,
             properties,
             partition_key,
             ordering_key,
@@ -359,6 +367,8 @@ class Consumer:
         self._next = 0
         self._listener_thread: threading.Thread | None = None
         self._core_set = frozenset(cores)
+        #: Hand out what the cores queued as it is (an entry reader's entries) rather than as :class:`Message`.
+        self._raw = False
 
     def topic(self) -> str:
         return self._topic
@@ -373,7 +383,17 @@ class Consumer:
         return not self._closed and all(core.connected for core in self._cores)
 
     def _take(self) -> Message | None:
-        count = len(self._cores)
+        cores = self._cores
+        count = len(cores)
+        if count == 1:
+            core = cores[0]
+            received = core.take()
+            if received is None:
+                return None
+            conn = core.conn
+            if conn is not None and conn._out:  # permits to give back
+                self._rt.kick(core)
+            return received if self._raw else Message(received, self._schema)
         for offset in range(count):
             core = self._cores[(self._next + offset) % count]
             received = core.take()
@@ -381,14 +401,15 @@ class Consumer:
                 self._next = (self._next + offset + 1) % count
                 if core.conn is not None and core.conn.has_output:  # permits to give back
                     self._rt.kick(core)
-                return Message(received, self._schema)
+                return received if self._raw else Message(received, self._schema)
         return None
 
     def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; waits for one (raises :class:`Timeout` after ``timeout_millis``)."""
         rt = self._rt
         with rt.lock:
-            self._check()
+            if self._closed or rt.closed:
+                self._check()
             message = self._take()
             if message is not None:
                 return message
@@ -440,12 +461,19 @@ class Consumer:
         if cumulative and self._config.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise CumulativeAcknowledgementNotAllowedError("cumulative ack on a Shared or Key_Shared subscription")
         rt = self._rt
-        if isinstance(message, Message) and txn is None and message._received.consumer in self._core_set:
+        if txn is None and type(message) is Message and message._received.info.consumer in self._core_set:
             received = message._received  # the common case, without building a MessageId
-            core = received.consumer
+            core = received.info.consumer
             with rt.lock:
-                self._check()
-                core.ack(received.position, received.batch_size, received.batch, cumulative, rt.now())
+                if self._closed or rt.closed:
+                    self._check()
+                if cumulative:
+                    info = received.info
+                    core.ack(
+                        (info.ledger, info.entry, received.batch_index), info.batch_size, info.batch, True, rt.now()
+                    )
+                elif not core.ack_message(received, rt.now()):
+                    return
                 rt.kick(core)
             return
         mid = message.message_id() if isinstance(message, Message) else message
@@ -472,7 +500,12 @@ class Consumer:
             if request_id is not None:
                 link = rt.link_of(core)
                 assert link is not None
-                rt.wait_request(link, request_id)
+                try:
+                    rt.wait_request(link, request_id)
+                except PulsarException:
+                    if txn is not None:
+                        txn._core.failed_ops += 1
+                    raise
 
     def acknowledge(self, message: Message | MessageId, txn: Transaction | None = None) -> None:
         """Acknowledge one message (or message id); in ``txn``, it counts only once the transaction commits."""
@@ -736,6 +769,13 @@ class Client:
         count = self._rt.partitions(topic)
         return [f"{topic}{PARTITION_SUFFIX}{i}" for i in range(count)] if count else [topic]
 
+    def get_topics_matching(
+        self, pattern: str, regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly
+    ) -> list[str]:
+        """The topics a regex subscription on ``pattern`` reads now (a partitioned topic by its name; system topics
+        left out), sorted. Not in ``pulsar-client``."""
+        return self._topics_matching(pattern, regex_subscription_mode)
+
     def _topics_matching(self, pattern: str, mode: RegexSubscriptionMode) -> list[str]:
         pattern = full_topic_name(pattern)
         modes = {
@@ -967,6 +1007,60 @@ class Client:
             reader._consumer._start_listener(reader_listener, reader)
         return reader
 
+    def create_entry_reader(
+        self,
+        topic: str,
+        start_message_id: MessageId,
+        receiver_queue_size: int = 1000,
+        force_topic_creation: bool = True,
+    ) -> EntryReader:
+        """An :class:`~pulsar_txn.entries.EntryReader` of one topic partition (or non-partitioned topic), from the
+        entry holding ``start_message_id`` (or ``MessageId.earliest`` / ``MessageId.latest``). Not in
+        ``pulsar-client``: for code that decodes stored entries itself. ``receiver_queue_size`` counts messages; 0
+        receives nothing (the reader then only answers :meth:`~pulsar_txn.entries.EntryReader.get_last_message_id`).
+        ``force_topic_creation=False``: a missing topic raises :class:`TopicNotFound` instead of being created."""
+        if not isinstance(start_message_id, MessageId):
+            raise ValueError("start_message_id must be a MessageId")
+        self._rt.check_open()
+        topic = full_topic_name(topic)
+        config = ConsumerConfig(
+            subscription_name=f"entry-reader-{uuid.uuid4().hex[:10]}",
+            receiver_queue_size=receiver_queue_size,
+            consumer_name=uuid.uuid4().hex[:10],
+            durable=False,
+            initial_position=InitialPosition.Earliest
+            if start_message_id == MessageId.earliest
+            else InitialPosition.Latest,
+            start_message_id=start_message_id.wire,
+            force_topic_creation=force_topic_creation,
+        )
+        core = EntryConsumerCore(topic, split_partition(topic)[1], config)
+        consumer = Consumer(self, topic, [core], None, config)
+        consumer._raw = True
+        try:
+            self._rt.retrying(lambda: self._rt.register_consumer(core))
+        except BaseException:
+            consumer.close()
+            raise
+        with self._rt.lock:
+            self._handles.append(consumer)
+        return EntryReader(consumer, core)
+
+    def get_schema(self, topic: str, version: int | None = None) -> tuple[Any, int] | None:
+        """The topic's schema as the broker stores it: ``(Schema, version)`` with the protocol's ``Schema`` message,
+        the latest or ``version``; None when the topic has none. Not in ``pulsar-client`` (the Java client's
+        ``getSchema`` lookup)."""
+        fields: dict[str, Any] = {"topic": split_partition(full_topic_name(topic))[0]}
+        if version is not None and version >= 0:
+            fields["schema_version"] = version.to_bytes(8, "big", signed=True)
+        rt = self._rt
+        try:
+            response = rt.retrying(lambda: rt.request(rt.connection(), T.GET_SCHEMA, **fields))
+        except TopicNotFound:
+            return None
+        raw = response.schema_version
+        return response.schema, int.from_bytes(raw, "big", signed=True) if len(raw) == 8 else -1
+
     def _forget(self, handle: Any) -> None:
         with self._rt.lock:
             if handle in self._handles:
@@ -1012,6 +1106,13 @@ class Client:
         core = TransactionCore(TxnId(response.txnid_most_bits, response.txnid_least_bits), timeout_ms, opened_at)
         return Transaction(self, core)
 
+    def resume_transaction(self, txn_id: TxnId | tuple[int, int], timeout_ms: int = 60000) -> Transaction:
+        """A :class:`Transaction` for a transaction another client opened (its id handed over, as Spark tasks hand
+        theirs to the driver): send and acknowledge in it, commit or abort it. Its client-side timeout counts from
+        now; the coordinator keeps the one it was opened with. Not in the Java client's API."""
+        self._rt.check_open()
+        return Transaction(self, TransactionCore(TxnId(*txn_id), timeout_ms, self._rt.now()))
+
     def _add_partition(self, txn: Transaction, topic: str) -> None:
         core = txn._core
         with self._rt.lock:
@@ -1054,6 +1155,11 @@ class Client:
                 rt.wait_for(lambda: core.ops == 0, None)
         with rt.lock:
             core.begin_end(commit, rt.now())
+            failed_ops = core.failed_ops if commit else 0
+            if failed_ops:
+                # As the Java client: a transaction in which an operation failed is aborted instead.
+                core.begin_end(False, rt.now())
+                commit = False
             if not commit:
                 for producer in core.producers:
                     producer._discard(core)
@@ -1073,13 +1179,19 @@ class Client:
         with rt.lock:
             core.ended(commit, ok=True)
             if not commit:
-                # As the Java client: what the transaction acknowledged comes back, and nothing queued before the
-                # abort is handed out again after it.
+                # What the transaction acknowledged comes back, and nothing queued before the abort is handed out
+                # again after it. On a Shared or Key_Shared subscription the broker redelivers the aborted
+                # acknowledgements itself and sends nothing else again, so the consumer's queue stays (as the
+                # Java client's: asking for a redelivery there would count every message delivered twice).
                 for consumer in core.ack_consumers:
-                    if not consumer._closed:
+                    if not consumer._closed and consumer._config.consumer_type not in _SHARED:
                         for ccore in consumer._cores:
                             ccore.redeliver_all()
                         rt.kick(*consumer._cores)
+        if failed_ops:
+            raise TransactionHasOperationFailedError(
+                f"transaction {core.txn_id}: {failed_ops} operation(s) in it failed, so it was aborted"
+            )
 
     # -- closing -----------------------------------------------------------------------------
 

@@ -69,6 +69,11 @@ TransactionCoordinatorNotFoundError = _make(
     "TransactionCoordinatorNotFoundError", "No such transaction coordinator, or transactions are off on the broker."
 )
 InvalidTxnStatusError = _make("InvalidTxnStatusError", "The transaction is not open (ended, or timed out).")
+TransactionHasOperationFailedError = _make(
+    "TransactionHasOperationFailedError",
+    "A send or acknowledgement in the transaction failed: its commit aborted it (the Java client's "
+    "TransactionHasOperationFailedException).",
+)
 NotAllowedError = _make("NotAllowedError", "The broker does not allow this.")
 TransactionConflict = _make("TransactionConflict", "Another transaction acknowledged this message.")
 TransactionNotFound = _make("TransactionNotFound", "The coordinator does not know it (ended, timed out).")

@@ -1,9 +1,7 @@
-"""Spark connector for Pulsar (PySpark Python Data Source ``pulsar``) and a transactional Python producer.
+"""Spark connector for Pulsar (PySpark Python Data Source ``pulsar``), on the project's Python client :mod:`pulsar_txn`.
 
 - :class:`spark.datasource.PulsarDataSource`: ``spark.dataSource.register(PulsarDataSource)``, then
   ``spark.read/readStream/write/writeStream.format("pulsar")``.
-- :mod:`spark.client`: a Pulsar client with transactions for Python (the official client has none),
-  ``from spark.client import Client``.
 - :mod:`spark.pipeline`: the example pipeline (``pulsar-txn-proxy demo``).
 - :mod:`spark.cluster`: a local Spark standalone cluster and ``spark-submit`` (``make spark-cluster-demo``).
 

@@ -15,14 +15,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import pulsar_txn
-from pulsar_txn._runtime import TlsVerificationError as ClientTlsVerificationError
-from spark.protocol import (
-    ConnectionLostError,
-    OperationTimeoutError,
-    PulsarError,
-    ServiceNotReadyError,
-    TlsVerificationError,
-)
+from pulsar_txn._runtime import TlsVerificationError
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +23,8 @@ R = TypeVar("R")
 
 #: Failures that a broker coming back cures: the work is run again after a wait (but a broker certificate that
 #: fails verification, a :class:`TlsVerificationError`, fails the work at once; see :meth:`Retrier.failed`).
-#: The same failures as pulsar_txn (the sink writes through it) names them.
+#: The failures as pulsar_txn (the connector's client) names them.
 RETRYABLE: tuple[type[Exception], ...] = (
-    ConnectionLostError,
-    OperationTimeoutError,
-    ServiceNotReadyError,
     pulsar_txn.ConnectError,
     pulsar_txn.NotConnected,
     pulsar_txn.Timeout,
@@ -42,7 +32,7 @@ RETRYABLE: tuple[type[Exception], ...] = (
 )
 
 
-class ReconnectTimeoutError(PulsarError):
+class ReconnectTimeoutError(pulsar_txn.PulsarException):
     """The broker stayed unreachable for longer than the reconnect timeout."""
 
 
@@ -90,7 +80,7 @@ class Retrier:
     def failed(self, exc: Exception) -> None:
         """Wait before the next attempt, or raise :class:`ReconnectTimeoutError` when the time is up (``exc`` itself
         when no wait can cure it)."""
-        if isinstance(exc, TlsVerificationError | ClientTlsVerificationError):
+        if isinstance(exc, TlsVerificationError):
             raise exc
         self.attempts += 1
         waited = time.monotonic() - self.began

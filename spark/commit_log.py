@@ -21,7 +21,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from spark.client import Client, Producer, Transaction
+from pulsar_txn import Client, Producer, Transaction
 from spark.reader import EARLIEST, PartitionReader, Position, TopicProbe, is_empty
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class SinkState:
 
 def markers_partition(client: Client, commit_log_topic: str) -> str:
     """The topic partition that holds a sink's markers."""
-    return client.partition_names(f"{commit_log_topic}-markers")[0]
+    return client.get_topic_partitions(f"{commit_log_topic}-markers")[0]
 
 
 class CommitLog:
@@ -74,7 +74,7 @@ class CommitLog:
     def __init__(self, client: Client, topic: str, sink_id: str) -> None:
         self.client = client
         # If the broker creates topics partitioned, the log lives in partition 0 (one ordered log).
-        self.topic = client.partition_names(topic)[0]
+        self.topic = client.get_topic_partitions(topic)[0]
         self.markers_topic = markers_partition(client, topic)
         self.sink_id = sink_id
         self._producer: Producer | None = None
@@ -85,7 +85,7 @@ class CommitLog:
             self._producer = self.client.create_producer(self.topic)
         record = {"sink": self.sink_id, "time": int(time.time() * 1000), **record}
         mid = self._producer.send(json.dumps(record).encode(), partition_key=self.sink_id)
-        return Position(mid.ledger, mid.entry, 0)
+        return Position(mid.ledger_id(), mid.entry_id(), 0)
 
     def write_marker(self, batch_id: int, partition: int, attempt: int, txn: Transaction) -> tuple[int, int, int]:
         """Add a marker to a task's transaction; its position."""
@@ -94,7 +94,7 @@ class CommitLog:
         record = {"sink": self.sink_id, "kind": "marker", "batch": batch_id, "partition": partition,
                   "attempt": attempt, "txn": list(txn.id)}
         mid = self._markers.send(json.dumps(record).encode(), partition_key=self.sink_id, txn=txn)
-        return (mid.ledger, mid.entry, 0)
+        return (mid.ledger_id(), mid.entry_id(), 0)
 
     def write_intent(self, batch_id: int, txns: list[TaskTxn]) -> None:
         """Record the decision to commit ``txns`` as batch ``batch_id``."""
@@ -152,7 +152,7 @@ class CommitLog:
         position = Position(*marker)
         producer = self.client.create_producer(self.markers_topic)
         mid = producer.send(json.dumps({"sink": self.sink_id, "kind": "probe"}).encode())
-        probe_position = Position(mid.ledger, mid.entry, 0)
+        probe_position = Position(mid.ledger_id(), mid.entry_id(), 0)
         deadline = time.monotonic() + wait
         probe = TopicProbe(self.client)
         try:

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pulsar_txn import InvalidTopicName
+from pulsar_txn.core.names import full_topic_name
 from spark.backoff import Backoff
 from spark.security import PLUGINS, Security
 
@@ -162,3 +164,12 @@ def security(options: Any) -> Security:
         return Security.from_plugin(str(plugin), str(params), **tls)
     except ValueError as exc:
         raise OptionError(f"option '{AUTH_PARAMS}': {exc}") from None
+
+
+def topic_name(name: str) -> str:
+    """The full name of a topic (``my-topic`` -> ``persistent://public/default/my-topic``); a ValueError
+    (:class:`OptionError`) if it is not one."""
+    try:
+        return full_topic_name(name)
+    except InvalidTopicName as exc:
+        raise OptionError(str(exc)) from None

@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spark.client import Client
-from spark.protocol import full_topic_name
+from pulsar_txn.core.names import full_topic_name
 from spark.reader import EARLIEST, PartitionReader, TopicProbe, is_empty, message_id_bytes
-from spark.security import Security
+from spark.security import Security, new_client
 
 SOURCES = ("source-a1", "source-a2")
 SINK = "sink-b"
@@ -134,12 +133,13 @@ def window_totals(events: Iterable[Event], window_ms: int = 10_000) -> dict[tupl
 
 def produce(service_url: str, topic: str, events: Iterable[Event], authentication: Security | None = None) -> int:
     """Publish events as JSON (no transaction); returns how many."""
-    with Client(service_url, authentication) as client:
-        producer = client.create_producer(topic)
+    with new_client(service_url, authentication) as client:
+        producer = client.create_producer(topic, batching_enabled=True)
         sent = 0
         for event in events:
-            producer.send_async(event.to_json(), partition_key=event.key)
+            producer.send_async(event.to_json(), None, partition_key=event.key)
             sent += 1
+        producer.flush()
         producer.close()
     return sent
 
@@ -147,10 +147,10 @@ def produce(service_url: str, topic: str, events: Iterable[Event], authenticatio
 def read_topic(service_url: str, topic: str, authentication: Security | None = None) -> list[dict[str, Any]]:
     """Every committed message of a topic (all partitions), decoded from JSON."""
     rows = []
-    with Client(service_url, authentication) as client:
+    with new_client(service_url, authentication) as client:
         probe = TopicProbe(client)
         try:
-            for partition in client.partition_names(topic):
+            for partition in client.get_topic_partitions(topic):
                 last = probe.last_position(partition)
                 if last is None or is_empty(last):
                     continue
@@ -261,11 +261,11 @@ def offsets_after_current_end(
 ) -> str:
     """``startingOffsets`` JSON that starts each topic partition after its current last message."""
     offsets: dict[str, Any] = {}
-    with Client(service_url, authentication) as client:
+    with new_client(service_url, authentication) as client:
         probe = TopicProbe(client)
         try:
             for topic in topics:
-                for partition in client.partition_names(topic):
+                for partition in client.get_topic_partitions(topic):
                     last = probe.last_position(partition)
                     if last is None or is_empty(last):
                         offsets[partition] = "earliest"

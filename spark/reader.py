@@ -14,40 +14,22 @@ import binascii
 import logging
 import struct
 import time
-import uuid
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError
 
-from spark.protocol import (
-    Client,
-    Connection,
-    ConnectionLostError,
-    PulsarError,
-    TopicNotFoundError,
-    full_topic_name,
-    split_partition,
-)
+from pulsar_txn import Client, MessageId, PulsarException, Timeout, TopicNotFound
+from pulsar_txn.core.names import full_topic_name, split_partition
+from pulsar_txn.entries import EntryReader
 from wire import compression
 from wire.batch import split_batch
-from wire.commands import make
-from wire.framing import parse_body
-from wire.message_id import EARLIEST as EARLIEST_ID
-from wire.message_id import LATEST, MessageId
-from wire.pulsar_api_pb2 import (
-    BaseCommand,
-    CommandSubscribe,
-    MessageIdData,
-    MessageMetadata,
-    SingleMessageMetadata,
-)
+from wire.message_id import MessageId as WireMessageId
+from wire.pulsar_api_pb2 import MessageIdData, MessageMetadata, SingleMessageMetadata
 
 log = logging.getLogger(__name__)
 
-T = BaseCommand
 _U32 = struct.Struct(">I")
 #: Messages the broker may push ahead of the reader (also the most it sends past the end of a range).
 RECEIVER_QUEUE = 5_000
@@ -55,7 +37,7 @@ RECEIVER_QUEUE = 5_000
 IDLE_CHECK_SECONDS = 1.0
 
 
-class DataLossError(PulsarError):
+class DataLossError(PulsarException):
     """Messages a read was planned to cover can no longer be read (deleted topic or data)."""
 
 
@@ -69,8 +51,13 @@ class Position(NamedTuple):
     @classmethod
     def from_message_id(cls, mid: MessageIdData) -> Position:
         """From a ``MessageIdData``: signed ledger and entry ids, as Pulsar reads them (entry -1: before the first)."""
-        signed = MessageId.from_proto(mid)
+        signed = WireMessageId.from_proto(mid)
         return cls(signed.ledger, signed.entry, max(signed.batch_index, 0))
+
+    @classmethod
+    def of(cls, mid: MessageId) -> Position:
+        """From a client's message id (entry -1: before the first)."""
+        return cls(mid.ledger_id(), mid.entry_id(), max(mid.batch_index(), 0))
 
     def before(self) -> Position:
         """The position just before this message (reading after it starts at this message)."""
@@ -130,7 +117,7 @@ def decompress(metadata: MessageMetadata, payload: bytes) -> bytes:
     try:
         return compression.decompress(metadata.compression, payload, metadata.uncompressed_size)
     except compression.CompressionError as exc:
-        raise PulsarError(f"a payload does not decompress: {exc}") from None
+        raise PulsarException(f"a payload does not decompress: {exc}") from None
 
 
 def key_bytes(partition_key: str | bytes, b64: bool) -> bytes:
@@ -164,7 +151,7 @@ def entry_messages(
 ) -> Iterator[Message]:
     """The messages of one entry (a batch is split), in order."""
     if metadata.num_chunks_from_msg > 1:
-        raise PulsarError("chunked messages are not supported by the Spark connector")
+        raise PulsarException("chunked messages are not supported by the Spark connector")
     payload = decompress(metadata, payload)
     publish_time = metadata.publish_time
     version = metadata.schema_version
@@ -243,7 +230,7 @@ class Columns:
     def add(self, ledger: int, entry: int, metadata: MessageMetadata, payload: bytes) -> None:
         """Add the messages of one entry that fall in the range."""
         if metadata.num_chunks_from_msg > 1:
-            raise PulsarError("chunked messages are not supported by the Spark connector")
+            raise PulsarException("chunked messages are not supported by the Spark connector")
         payload = decompress(metadata, payload)
         prefix = MessageIdData(ledgerId=ledger, entryId=entry)
         if self.partition >= 0:
@@ -297,7 +284,7 @@ class Columns:
                     properties.append([(kv.key, kv.value) for kv in props] if props else None)
                 offset = end
         except (struct.error, DecodeError) as exc:
-            raise PulsarError(f"{self.topic}: malformed batch in entry {ledger}:{entry}: {exc}") from None
+            raise PulsarException(f"{self.topic}: malformed batch in entry {ledger}:{entry}: {exc}") from None
 
     def clear(self) -> None:
         for column in (*self.values, self.keys, self.ids, self.published, self.events, self.properties):
@@ -307,46 +294,15 @@ class Columns:
 # -- subscriptions ------------------------------------------------------------------------------------
 
 
-class _Subscription:
-    """A non-durable subscription on one partition, as a Pulsar reader has."""
-
-    def __init__(self, client: Client, topic: str, start: Position | None) -> None:
-        self.topic = full_topic_name(topic)
-        self.partition = split_partition(self.topic)[1]
-        self.conn: Connection = client.lookup(self.topic)
-        self.consumer_id = client.next_id()
-        self.conn.messages[self.consumer_id] = self.queue = deque()
-        if start is None:  # no reading: only metadata requests
-            start_id = LATEST
-        elif start.ledger < 0:
-            start_id = EARLIEST_ID
-        else:
-            # With a batch index set, Pulsar starts at the entry itself; the reader drops what it has seen. An entry
-            # of -1 (before the ledger's first entry) starts at its first entry.
-            start_id = MessageId(start.ledger, start.entry, batch_index=max(start.index, 0))
-        self.conn.request(
-            T.SUBSCRIBE,
-            topic=self.topic,
-            subscription=f"spark-pulsar-{uuid.uuid4().hex[:12]}",
-            subType=CommandSubscribe.Exclusive,
-            consumer_id=self.consumer_id,
-            consumer_name="",
-            durable=False,
-            start_message_id=start_id.to_proto(),
-            initialPosition=CommandSubscribe.Earliest,
-            force_topic_creation=False,
-        )
-
-    def last_position(self) -> Position:
-        """The last message the broker would dispatch (EARLIEST-like ``(-1, -1, 0)`` when none)."""
-        response = self.conn.request(T.GET_LAST_MESSAGE_ID, consumer_id=self.consumer_id)
-        return Position.from_message_id(response.last_message_id)
-
-    def flow(self, permits: int) -> None:
-        self.conn.send_command(make(T.FLOW, consumer_id=self.consumer_id, messagePermits=permits))
-
-    def close(self) -> None:
-        self.conn.close_consumer(self.consumer_id)
+def _open(client: Client, topic: str, start: Position | None) -> EntryReader:
+    """A reader of ``topic``'s entries from the one holding the message after ``start`` (None: reads nothing, only
+    answers last-message-id requests); a missing topic raises ``TopicNotFound`` rather than being created."""
+    if start is None:
+        return client.create_entry_reader(topic, MessageId.latest, 0, force_topic_creation=False)
+    # With a batch index set, Pulsar starts at the entry itself; the reader drops what it has seen. An entry of -1
+    # (before the ledger's first entry) starts at its first entry.
+    start_id = MessageId.earliest if start.ledger < 0 else MessageId(-1, start.ledger, start.entry, max(start.index, 0))
+    return client.create_entry_reader(topic, start_id, RECEIVER_QUEUE, force_topic_creation=False)
 
 
 def is_empty(position: Position) -> bool:
@@ -390,52 +346,42 @@ class PartitionReader:
         if self.until <= self.after:
             return
         try:
-            sub = _Subscription(self.client, self.topic, self.after)
-        except TopicNotFoundError:
+            reader = _open(self.client, self.topic, self.after)
+        except TopicNotFound:
             self._lost("are gone: the topic does not exist")
             return
         try:
-            yield from self._entries(sub)
+            yield from self._entries(reader)
         finally:
-            sub.close()
+            reader.close()
 
-    def _entries(self, sub: _Subscription) -> Iterator[tuple[int, int, MessageMetadata, bytes]]:
-        conn, queue = sub.conn, sub.queue
-        sub.flow(RECEIVER_QUEUE)
-        credit = 0
+    def _entries(self, reader: EntryReader) -> Iterator[tuple[int, int, MessageMetadata, bytes]]:
         idle_since = time.monotonic()
         next_check = idle_since + IDLE_CHECK_SECONDS
         until, after = self.until, self.after
         while True:
-            while queue:
-                command, body = queue.popleft()
-                message = parse_body(body)
-                metadata = message.metadata
-                count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
-                credit += count
-                if credit >= RECEIVER_QUEUE // 2:
-                    sub.flow(credit)
-                    credit = 0
-                delivered = MessageId.from_proto(command.message_id)
-                ledger, entry = delivered.ledger, delivered.entry
-                if not message.checksum_ok:
-                    raise PulsarError(f"{self.topic}: checksum mismatch in entry {entry}")
-                last = Position(ledger, entry, count - 1)
+            wait = min(next_check, idle_since + self.poll_timeout) - time.monotonic()
+            try:
+                found = reader.read_entry(max(1, int(wait * 1000)))
+            except Timeout:
+                found = None
+            if found is not None:
+                ledger, entry = found.ledger_id, found.entry_id
+                last = Position(ledger, entry, found.message_count - 1)
                 if last <= after:
                     continue
                 if Position(ledger, entry, 0) > until:
                     return
                 self.last_seen = last
-                yield ledger, entry, metadata, message.payload
+                yield ledger, entry, found.metadata, found.payload
                 if last >= until:
                     return
                 idle_since = time.monotonic()
                 next_check = idle_since + IDLE_CHECK_SECONDS
-            if sub.consumer_id in conn.closed_consumers:
-                raise ConnectionLostError(f"{self.topic}: the broker closed the reader")
+                continue
             now = time.monotonic()
             if now >= next_check:
-                broker_last = sub.last_position()
+                broker_last = Position.of(reader.get_last_message_id())
                 if is_empty(broker_last) or broker_last <= self.last_seen:
                     if self.last_seen < until:
                         self._lost(f"end at {self.last_seen.to_list()}: the broker has no more")
@@ -444,7 +390,6 @@ class PartitionReader:
             if now - idle_since > self.poll_timeout:
                 self._lost(f"did not arrive within {self.poll_timeout:.0f} s")
                 return
-            conn.pump(min(next_check, idle_since + self.poll_timeout))
 
     def messages(self) -> Iterator[Message]:
         """The messages of the range, in order."""
@@ -482,31 +427,34 @@ def count_until(
 
 
 class TopicProbe:
-    """Asks the broker for the last message id of partitions, keeping one idle subscription per partition."""
+    """Asks the broker for the last message id of partitions, keeping one idle reader per partition."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
-        self._subs: dict[str, _Subscription] = {}
+        self._readers: dict[str, EntryReader] = {}
 
     def last_position(self, topic: str) -> Position | None:
         """The last dispatchable message of ``topic`` (None when the topic does not exist)."""
         topic = full_topic_name(topic)
         for attempt in range(2):
-            sub = self._subs.get(topic)
+            reader = self._readers.get(topic)
             try:
-                if sub is None or sub.conn.closed or sub.consumer_id in sub.conn.closed_consumers:
-                    sub = self._subs[topic] = _Subscription(self.client, topic, None)
-                return sub.last_position()
-            except TopicNotFoundError:
+                if reader is None or not reader.is_connected():
+                    if reader is not None:
+                        reader.close()
+                    reader = self._readers[topic] = _open(self.client, topic, None)
+                return Position.of(reader.get_last_message_id())
+            except TopicNotFound:
+                self._readers.pop(topic, None)
                 return None
-            except PulsarError:
-                self._subs.pop(topic, None)
+            except PulsarException:
+                self._readers.pop(topic, None)
                 if attempt:
                     raise
         return None
 
     def close(self) -> None:
-        """Close every subscription."""
-        for sub in self._subs.values():
-            sub.close()
-        self._subs.clear()
+        """Close every reader."""
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()

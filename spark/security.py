@@ -1,4 +1,4 @@
-"""TLS and credentials of the project's Python client (:mod:`spark.protocol`), as the official clients take them.
+"""TLS and credentials of the connector's Pulsar clients (:mod:`pulsar_txn`), as the official clients take them.
 
 ``Security.token(...)``, ``Security.basic(...)`` and ``Security.tls(...)`` name the provider and its data;
 ``tls_trust_certs_file`` and ``tls_validate_hostname`` check the broker of a ``pulsar+ssl://`` URL. A token given as
@@ -6,17 +6,18 @@ a callable is asked again when the broker sends AUTH_CHALLENGE (an expiring toke
 :meth:`Security.from_plugin` reads the Java client's ``authPluginClassName`` / ``authParams`` pair.
 
 A ``Security`` made of plain values (no token supplier) pickles and hashes, so Spark carries it to its executors
-and per-process client caches key on it.
+and per-process client caches key on it; :func:`new_client` opens a :class:`pulsar_txn.Client` with it.
 """
 
 from __future__ import annotations
 
 import json
-import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
+
+import pulsar_txn
 
 #: The Java client's authentication plugin classes (and short names) -> CONNECT's ``auth_method_name``.
 PLUGINS = {
@@ -101,15 +102,34 @@ class Security:
         """The credentials to send now."""
         return self.auth_data() if callable(self.auth_data) else self.auth_data
 
-    def ssl_context(self) -> ssl.SSLContext:
-        """The TLS context of ``pulsar+ssl://`` connections."""
-        context = ssl.create_default_context(cafile=self.tls_trust_certs_file)
-        context.check_hostname = self.tls_validate_hostname and not self.tls_allow_insecure_connection
-        if self.tls_allow_insecure_connection:
-            context.verify_mode = ssl.CERT_NONE
-        if self.tls_cert_file:
-            context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
-        return context
+
+class _Credentials(pulsar_txn.Authentication):
+    """A :class:`Security`'s credentials as pulsar_txn takes them (a token supplier is asked at every CONNECT and
+    AUTH_CHALLENGE)."""
+
+    def __init__(self, security: Security) -> None:
+        self.method = security.auth_method
+        self._security = security
+        if security.tls_cert_file and security.tls_key_file:
+            self.tls_certificate = (security.tls_cert_file, security.tls_key_file)
+
+    def data(self) -> bytes:
+        return self._security.data()
+
+
+def new_client(
+    service_url: str, security: Security | None = None, operation_timeout_seconds: int = 30
+) -> pulsar_txn.Client:
+    """A :class:`pulsar_txn.Client` of ``service_url`` with ``security``'s credentials and TLS checks."""
+    security = security or Security()
+    return pulsar_txn.Client(
+        service_url,
+        authentication=_Credentials(security),
+        operation_timeout_seconds=operation_timeout_seconds,
+        tls_trust_certs_file_path=security.tls_trust_certs_file,
+        tls_allow_insecure_connection=security.tls_allow_insecure_connection,
+        tls_validate_hostname=security.tls_validate_hostname,
+    )
 
 
 def _token_of(params: str) -> str:

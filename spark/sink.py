@@ -22,8 +22,8 @@ A task or driver step that loses the broker reconnects with exponential back-off
 transaction once the old one is aborted; the driver's commit and abort run again (they are idempotent through
 the commit log).
 
-Tasks write through :mod:`pulsar_txn` (the project's Python client with transactions); the driver ends the tasks'
-transactions by id and keeps the commit log through :mod:`spark.client`.
+Tasks and driver go through :mod:`pulsar_txn` (the project's Python client with transactions): tasks write in their
+transactions, the driver resumes them by id to mark and end them, and keeps the commit log.
 
 Transactions of tasks that die without aborting (a killed executor) end by the coordinator's timeout
 (``transactionTimeoutMs``); until then they hold back read-committed consumers of the topics they
@@ -43,19 +43,22 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 import pulsar_txn
+from pulsar_txn import InvalidTxnStatusError, PulsarException, TransactionNotFound, TxnId
+from pulsar_txn.core.names import namespace_of
 from spark.backoff import RETRYABLE, Backoff
-from spark.client import Client, TxnId
 from spark.commit_log import CommitLog, TaskTxn
-from spark.options import SINK_OPTIONS, OptionError, backoff, check_names, get_int, security, service_url
-from spark.protocol import (
-    InvalidTxnStatusError,
-    PulsarError,
-    TransactionNotFoundError,
-    full_topic_name,
-    namespace_of,
+from spark.options import (
+    SINK_OPTIONS,
+    OptionError,
+    backoff,
+    check_names,
+    get_int,
+    security,
+    service_url,
+    topic_name,
 )
 from spark.schema import META_NAMES
-from spark.security import Security
+from spark.security import Security, new_client
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +89,7 @@ class SinkOptions:
         check_names(options, (*SINK_OPTIONS, *extra), "sink")
         url = service_url(options)
         topic = options.get("topic")
-        topic = full_topic_name(topic) if topic else None
+        topic = topic_name(topic) if topic else None
         guarantee = (options.get("deliveryGuarantee") or EXACTLY_ONCE).lower()
         if guarantee not in (EXACTLY_ONCE, AT_LEAST_ONCE):
             raise OptionError(f"deliveryGuarantee must be {EXACTLY_ONCE!r} or {AT_LEAST_ONCE!r}")
@@ -104,7 +107,7 @@ class SinkOptions:
             guarantee=guarantee,
             txn_timeout_ms=get_int(options, "transactionTimeoutMs", DEFAULT_TXN_TIMEOUT_MS, 1),
             sink_id=sink_id,
-            commit_log_topic=full_topic_name(log_topic),
+            commit_log_topic=topic_name(log_topic),
             batch_max_messages=get_int(options, "batchingMaxMessages", 1000, 1),
             backoff=backoff(options),
             security=security(options),
@@ -125,49 +128,16 @@ class TaskCommit(WriterCommitMessage):
     txn: tuple[int, int] | None = None
 
 
-_TXN_CLIENTS: dict[tuple[str, Security, int], Client] = {}
+_CLIENTS: dict[tuple[str, Security], pulsar_txn.Client] = {}
 
 
-def txn_client_for(options: SinkOptions) -> Client:
-    """A transactional client for this process (Spark reuses Python workers)."""
-    key = (options.service_url, options.security, options.batch_max_messages)
-    client = _TXN_CLIENTS.get(key)
-    if client is None:
-        client = _TXN_CLIENTS[key] = Client(
-            options.service_url, batching_max_messages=options.batch_max_messages, authentication=options.security
-        )
-    return client
-
-
-_WRITER_CLIENTS: dict[tuple[str, Security], pulsar_txn.Client] = {}
-
-
-class _Credentials(pulsar_txn.Authentication):
-    """A :class:`Security`'s credentials as pulsar_txn takes them."""
-
-    def __init__(self, security: Security) -> None:
-        self.method = security.auth_method
-        self._security = security
-        if security.tls_cert_file and security.tls_key_file:
-            self.tls_certificate = (security.tls_cert_file, security.tls_key_file)
-
-    def data(self) -> bytes:
-        return self._security.data()
-
-
-def writer_client_for(options: SinkOptions) -> pulsar_txn.Client:
-    """The pulsar_txn client the tasks of this process write through (Spark reuses Python workers)."""
+def client_for(options: SinkOptions) -> pulsar_txn.Client:
+    """The client of this process (Spark reuses Python workers): tasks write through it, the driver ends the tasks'
+    transactions and keeps the commit log with it."""
     key = (options.service_url, options.security)
-    client = _WRITER_CLIENTS.get(key)
+    client = _CLIENTS.get(key)
     if client is None:
-        security = options.security
-        client = _WRITER_CLIENTS[key] = pulsar_txn.Client(
-            options.service_url,
-            authentication=_Credentials(security),
-            tls_trust_certs_file_path=security.tls_trust_certs_file,
-            tls_allow_insecure_connection=security.tls_allow_insecure_connection,
-            tls_validate_hostname=security.tls_validate_hostname,
-        )
+        client = _CLIENTS[key] = new_client(options.service_url, options.security)
     return client
 
 
@@ -240,7 +210,7 @@ class _RowWriter:
                 target = target or self.options.topic
                 if not target:
                     raise OptionError("no target topic: set the 'topic' option or a '__topic' column")
-                producer = self.producer(full_topic_name(target))
+                producer = self.producer(topic_name(target))
             event = events[i] // 1000 if events is not None and events[i] is not None else None
             producer.send_async(
                 value,
@@ -261,12 +231,10 @@ class _RowWriter:
 
 
 def _drop_client(options: SinkOptions) -> None:
-    """Forget this process's clients of these options (after a failure left their connections in doubt)."""
-    for key in [k for k in _TXN_CLIENTS if k[:2] == (options.service_url, options.security)]:
-        _TXN_CLIENTS.pop(key).close()
-    writer = _WRITER_CLIENTS.pop((options.service_url, options.security), None)
-    if writer is not None:
-        writer.close()
+    """Forget this process's client of these options (after a failure left its connections in doubt)."""
+    client = _CLIENTS.pop((options.service_url, options.security), None)
+    if client is not None:
+        client.close()
 
 
 def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> TaskCommit:
@@ -289,11 +257,11 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> TaskC
                 yield batch
 
     while True:
-        client = writer_client_for(options)
+        client = client_for(options)
         txn: pulsar_txn.Transaction | None = None
         try:
             while stale:
-                _end_quietly(txn_client_for(options), stale[0], commit=False)
+                _end_quietly(client_for(options), stale[0], commit=False)
                 stale.pop(0)
             writer = _RowWriter(options, client, None)
             for batch in rows():
@@ -311,18 +279,22 @@ def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> TaskC
             if txn is not None:
                 try:
                     txn.abort()
-                except (PulsarError, pulsar_txn.PulsarException) as exc:
+                except PulsarException as exc:
                     log.warning("could not abort %s after a task failure: %s", txn, exc)
             _drop_client(options)
             raise
 
 
-def _end_quietly(client: Client, txn: tuple[int, int], commit: bool) -> bool:
+def _end_quietly(client: pulsar_txn.Client, txn: tuple[int, int], commit: bool) -> bool:
     """End a transaction; False when the coordinator no longer knows it (already ended)."""
+    resumed = client.resume_transaction(TxnId(*txn))
     try:
-        client.end_transaction(TxnId(*txn), commit)
+        if commit:
+            resumed.commit()
+        else:
+            resumed.abort()
         return True
-    except (TransactionNotFoundError, InvalidTxnStatusError):
+    except (TransactionNotFound, InvalidTxnStatusError):
         return False
 
 
@@ -335,7 +307,7 @@ class ExactlyOnceCommitter:
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
-        self.client = txn_client_for(options)
+        self.client = client_for(options)
         self.log = CommitLog(self.client, options.commit_log_topic, options.sink_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batch_id: int) -> None:
@@ -347,7 +319,7 @@ class ExactlyOnceCommitter:
             return
         if state.intent_batch is not None:
             if state.intent_batch > batch_id:
-                raise PulsarError(
+                raise PulsarException(
                     f"sink {self.options.sink_id}: the commit log has batch {state.intent_batch} pending but Spark "
                     f"commits batch {batch_id}; was the checkpoint replaced? Use a new sinkId."
                 )
@@ -364,7 +336,7 @@ class ExactlyOnceCommitter:
         recorded = []
         for task in tasks:
             assert task.txn is not None
-            txn = self.client.transaction(TxnId(*task.txn), self.options.txn_timeout_ms)
+            txn = self.client.resume_transaction(TxnId(*task.txn), self.options.txn_timeout_ms)
             marker = self.log.write_marker(batch_id, task.partition, task.attempt, txn)
             recorded.append(TaskTxn(task.partition, task.attempt, task.txn, marker, task.rows))
         return recorded
@@ -385,7 +357,7 @@ class ExactlyOnceCommitter:
             by_partition = {t.partition: t for t in replay}
             missing = [t.partition for t in lost if t.partition not in by_partition]
             if missing:
-                raise PulsarError(
+                raise PulsarException(
                     f"batch {batch_id}: transactions of partitions {missing} were aborted before their commit "
                     "(timed out? raise transactionTimeoutMs); restart the query: the batch is completed from its "
                     "replay"
@@ -408,7 +380,7 @@ class ExactlyOnceCommitter:
         tasks = _tasks(messages)
         try:
             state = self.log.state()
-        except PulsarError as exc:
+        except PulsarException as exc:
             log.warning("cannot read the commit log of sink %s: %s", self.options.sink_id, exc)
             state = None
         if state is not None and state.intent_batch == batch_id and batch_id > state.last_done:
@@ -436,7 +408,7 @@ class PulsarBatchWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         for task in _tasks(messages):
             self.options.backoff.run(
-                lambda task=task: txn_client_for(self.options).commit(TxnId(*task.txn)),  # type: ignore[misc]
+                lambda task=task: client_for(self.options).resume_transaction(TxnId(*task.txn)).commit(),  # type: ignore[misc]
                 f"committing transaction {task.txn}",
                 on_retry=lambda: _drop_client(self.options),
             )
@@ -444,7 +416,7 @@ class PulsarBatchWriter(DataSourceArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         for task in _tasks(messages):
             self.options.backoff.run(
-                lambda task=task: _end_quietly(txn_client_for(self.options), task.txn, commit=False),
+                lambda task=task: _end_quietly(client_for(self.options), task.txn, commit=False),
                 f"aborting transaction {task.txn}",
                 on_retry=lambda: _drop_client(self.options),
             )

@@ -25,9 +25,19 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
+from pulsar_txn import Client, ConnectError
 from spark.backoff import RETRYABLE, Backoff
-from spark.options import SOURCE_OPTIONS, OptionError, backoff, check_names, get_bool, get_int, security, service_url
-from spark.protocol import Client, ConnectionLostError, full_topic_name
+from spark.options import (
+    SOURCE_OPTIONS,
+    OptionError,
+    backoff,
+    check_names,
+    get_bool,
+    get_int,
+    security,
+    service_url,
+    topic_name,
+)
 from spark.reader import (
     EARLIEST,
     Columns,
@@ -40,7 +50,7 @@ from spark.reader import (
     parse_message_id,
 )
 from spark.schema import ValueSchema
-from spark.security import Security
+from spark.security import Security, new_client
 from wire.pulsar_api_pb2 import MessageMetadata
 
 log = logging.getLogger(__name__)
@@ -81,10 +91,10 @@ class SourceOptions:
         topics: tuple[str, ...] = ()
         pattern = None
         if given[0] == "topicsPattern":
-            pattern = full_topic_name(options.get("topicsPattern"))
+            pattern = topic_name(options.get("topicsPattern"))
         else:
             names = options.get(given[0]).split(",") if given[0] == "topics" else [options.get("topic")]
-            topics = tuple(full_topic_name(t.strip()) for t in names if t.strip())
+            topics = tuple(topic_name(t.strip()) for t in names if t.strip())
         if streaming:
             for batch_only in ("endingOffsets", "endingTime"):
                 if options.get(batch_only):
@@ -110,7 +120,7 @@ class SourceOptions:
 
     def new_client(self) -> Client:
         """A client of the service URL with these options' TLS and credentials."""
-        return Client(self.service_url, security=self.security)
+        return new_client(self.service_url, self.security)
 
 
 # -- shared per-process clients ----------------------------------------------------------------------
@@ -134,19 +144,18 @@ def client_for(options: SourceOptions) -> Client:
 
 def resolve_partitions(client: Client, options: SourceOptions) -> list[str]:
     """The topic partitions the options name, now (patterns and partition counts are looked up again)."""
-    if options.pattern is not None:
-        return client.topics_matching(options.pattern)
+    topics = client.get_topics_matching(options.pattern) if options.pattern is not None else list(options.topics)
     partitions: list[str] = []
-    for topic in options.topics:
-        partitions.extend(client.partition_names(topic))
+    for topic in topics:
+        partitions.extend(client.get_topic_partitions(topic))
     return sorted(set(partitions))
 
 
 def value_schema(client: Client, options: SourceOptions) -> ValueSchema:
     """The value schema of the topics read (the first topic with a schema decides; none: bytes)."""
-    names = [full_topic_name(t) for t in options.topics] or resolve_partitions(client, options)
+    names = [topic_name(t) for t in options.topics] or resolve_partitions(client, options)
     for name in names:
-        found = client.schema(name)
+        found = client.get_schema(name)
         if found is not None:
             return ValueSchema.of(found[0])
     return ValueSchema()
@@ -159,7 +168,7 @@ def _json_positions(text: str, what: str) -> dict[str, Any]:
         raise OptionError(f"{what} is neither 'earliest', 'latest' nor JSON: {exc}") from None
     if not isinstance(data, dict):
         raise OptionError(f"{what} JSON must be an object of topic-partition -> message id")
-    return {full_topic_name(k): v for k, v in data.items()}
+    return {topic_name(k): v for k, v in data.items()}
 
 
 def _json_position(value: Any, latest: Position | None, what: str) -> Position:
@@ -283,7 +292,7 @@ def read_range(options: SourceOptions, schema: ValueSchema, part: RangePartition
 
     def writer_schema(version: bytes) -> str | None:
         if version not in versions:
-            found = client.schema(part.topic, int.from_bytes(version, "big", signed=True))
+            found = client.get_schema(part.topic, int.from_bytes(version, "big", signed=True))
             versions[version] = found[0].schema_data.decode() if found else None
         return versions[version]
 
@@ -476,7 +485,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
                 if taken == 0:
                     # The broker reported messages after ``cut`` but none could be read (it is restarting).
-                    raise ConnectionLostError(
+                    raise ConnectError(
                         f"{partition}: no message after {cut[partition].to_list()} could be read, though the broker "
                         f"reported messages up to {ends[partition].to_list()}"
                     )

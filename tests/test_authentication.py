@@ -526,14 +526,13 @@ def test_metrics_need_credentials_only_when_configured(material: Material) -> No
     assert not AdminAuthentication(None, authenticate_metrics=True).needs_credentials(["admin", "v2", "clusters"])
 
 
-# -- the project's own transactional client (spark/) -----------------------------------------------------
+# -- the project's own transactional client (pulsar_txn, with the Spark connector's credentials) ---------
 
 
 def test_project_client_commits_over_tls_with_a_refreshed_token(secured: Secured, material: Material) -> None:
-    """spark.txn_client over pulsar+ssl:// (trust file, host name verified) with a token supplier: a transaction
-    commits after the broker asked for a fresh token on the live connection."""
-    from spark.security import Security
-    from spark.txn_client import TransactionClient
+    """pulsar_txn over pulsar+ssl:// (trust file, host name verified) with a token supplier given as the Spark
+    connector gives it: a transaction commits after the broker asked for a fresh token on the live connection."""
+    from spark.security import Security, new_client
 
     issued: list[str] = []
 
@@ -543,17 +542,17 @@ def test_project_client_commits_over_tls_with_a_refreshed_token(secured: Secured
 
     security = Security.token(supplier, tls_trust_certs_file=material.path("ca.pem"))
     topic = f"persistent://public/default/own-client-{time.time_ns()}"
-    with TransactionClient(secured.tls_url, operation_timeout=10, security=security) as client:
+    with new_client(secured.tls_url, security, 10) as client:
         producer = client.create_producer(topic)
         txn = client.new_transaction()
         sent = []
         ends = time.monotonic() + REFRESH_SECONDS * 4  # the token expires; the broker challenges, the client answers
         while time.monotonic() < ends:
             sent.append(f"m{len(sent)}".encode())
-            producer.send_and_wait(sent[-1], txn=txn)
+            producer.send(sent[-1], txn=txn)
             time.sleep(0.1)
         txn.commit()
-        assert all(conn.url.startswith("pulsar+ssl://") for conn in client._connections.values())
+        assert all(link.core.url.startswith("pulsar+ssl://") for link in client._rt._links.values())
     assert len(issued) >= 2
     reader = make_client(secured.url, authentication=pulsar.AuthenticationToken(material.token("bob")))
     consumer = reader.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
@@ -562,21 +561,26 @@ def test_project_client_commits_over_tls_with_a_refreshed_token(secured: Secured
 
 
 def test_project_client_refused_without_credentials_or_trust(secured: Secured, material: Material) -> None:
-    from spark.protocol import Connection, ConnectionLostError, PulsarError
-    from spark.security import Security
+    from pulsar_txn import ConnectError, PulsarException
+    from spark.security import Security, new_client
 
-    with pytest.raises(PulsarError, match="Failed to authenticate"):
-        Connection(secured.url, 5)
-    with pytest.raises(PulsarError, match="Failed to authenticate"):
-        Connection(secured.url, 5, Security.basic("alice", "wrong"))
-    with pytest.raises(ConnectionLostError, match="TLS handshake"):
-        Connection(
-            secured.tls_url, 5, Security.token(material.token("a"), tls_trust_certs_file=material.path("other-ca.pem"))
+    def server_version(url: str, security: Security | None = None) -> str:
+        with new_client(url, security, 5) as client:
+            client.get_topic_partitions("persistent://public/default/refused")
+            return next(iter(client._rt._links.values())).core.server_version
+
+    with pytest.raises(PulsarException, match="Failed to authenticate"):
+        server_version(secured.url)
+    with pytest.raises(PulsarException, match="Failed to authenticate"):
+        server_version(secured.url, Security.basic("alice", "wrong"))
+    with pytest.raises(ConnectError, match="TLS handshake"):
+        server_version(
+            secured.tls_url, Security.token(material.token("a"), tls_trust_certs_file=material.path("other-ca.pem"))
         )
     cert = Security.tls(
         material.path("client.pem"), material.path("client.key"), tls_trust_certs_file=material.path("ca.pem")
     )
-    assert Connection(secured.tls_url, 5, cert).server_version.startswith("pulsar-txn-proxy")
+    assert server_version(secured.tls_url, cert).startswith("pulsar-txn-proxy")
 
 
 def test_token_expiry_boundary_as_jjwt(material: Material) -> None:

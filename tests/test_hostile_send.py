@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pulsar
 
-from spark.protocol import Client
+from pulsar_txn import Client
 from spark.reader import EARLIEST, PartitionReader, Position
 from tests.conftest import Server, Witness, make_client
 from tests.server_process import ServerProcess

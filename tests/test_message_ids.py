@@ -8,7 +8,7 @@ from typing import Any
 import pulsar
 import pytest
 
-from spark.protocol import Client
+from pulsar_txn import Client
 from spark.reader import PartitionReader, Position, parse_message_id
 from wire.message_id import EARLIEST, INT64_MAX, INT64_MIN, LATEST, MessageId, signed64, unsigned64
 from wire.pulsar_api_pb2 import MessageIdData

@@ -110,6 +110,27 @@ def test_conflicting_acknowledgement_raises_transaction_conflict(ptx) -> None:
     two.abort()
 
 
+def test_a_commit_after_a_failed_operation_aborts_as_the_java_client(ptx, client) -> None:
+    """As Java's ``TransactionImpl.commit``: a transaction in which an acknowledgement failed is aborted by its commit,
+    which raises TransactionHasOperationFailedError; what it sent never shows."""
+    topic, out = _topic(), _topic("out")
+    observer = client.subscribe(out, "observer")
+    producer, sink = ptx.create_producer(topic), ptx.create_producer(out)
+    consumer = ptx.subscribe(topic, "s", consumer_type=pulsar_txn.ConsumerType.Shared)
+    producer.send(b"x")
+    msg = consumer.receive(5000)
+    holder, loser = ptx.new_transaction(), ptx.new_transaction()
+    consumer.acknowledge(msg, txn=holder)
+    sink.send(b"from-loser", txn=loser)
+    with pytest.raises(pulsar_txn.TransactionConflict):
+        consumer.acknowledge(msg, txn=loser)
+    with pytest.raises(pulsar_txn.TransactionHasOperationFailedError):
+        loser.commit()
+    assert loser.state is pulsar_txn.TxnState.ABORTED
+    holder.commit()
+    assert _drain(observer.receive) == []
+
+
 def test_operations_on_a_timed_out_transaction_raise(ptx, client) -> None:
     """Defect of the old client: a send after the timeout returned a MessageId, the data was dropped and the
     transaction still said OPEN."""

@@ -163,7 +163,7 @@ def test_transactions_on_and_off(pytester: pytest.Pytester) -> None:
             """
             import pulsar
             import pytest
-            from spark.client import Client, TransactionCoordinatorNotFoundError
+            from pulsar_txn import Client, TransactionCoordinatorNotFoundError
 
             def test_commit(pulsar_endpoint, pulsar_client, pulsar_namespace):
                 topic = pulsar_namespace.topic("txn")

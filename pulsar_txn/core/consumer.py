@@ -6,17 +6,19 @@ reconnection."""
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from google.protobuf.message import DecodeError
+
 from pulsar_txn.exceptions import NotConnected
-from wire.batch import split_batch
 from wire.commands import make
 from wire.compression import decompress
 from wire.framing import ProtocolError, parse_body
 from wire.message_id import MessageId as WireMessageId
-from wire.pulsar_api_pb2 import BaseCommand, CommandAck, CommandSubscribe
+from wire.pulsar_api_pb2 import BaseCommand, CommandAck, CommandSubscribe, SingleMessageMetadata
 
 if TYPE_CHECKING:
     from pulsar_txn.core.connection import Connection
@@ -27,6 +29,7 @@ T = BaseCommand
 ACK_GROUP_SECONDS = 0.1
 #: ... or until this many are waiting.
 ACK_GROUP_MAX = 1000
+_U32 = struct.Struct(">I")
 
 
 @dataclass(slots=True)
@@ -49,6 +52,8 @@ class ConsumerConfig:
     schema: Any = None
     #: ``(max messages, max bytes, timeout ms)`` of ``batch_receive``; None: the official defaults.
     batch_receive_policy: tuple[int, int, int] | None = None
+    #: Whether subscribing may create the topic (False: a missing topic fails with ``TopicNotFound``).
+    force_topic_creation: bool = True
 
 
 class BatchAcks:
@@ -62,35 +67,99 @@ class BatchAcks:
         self.unacked = unacked
 
 
-@dataclass(slots=True, eq=False)
-class ReceivedMessage:
-    """A message taken from the wire; ``batch_index`` is -1 for a message stored alone."""
+class EntryInfo:
+    """What the messages of one received entry share (one per MESSAGE frame, not per message)."""
 
-    consumer: ConsumerCore
-    ledger: int
-    entry: int
-    partition: int
-    batch_index: int
-    batch_size: int
-    payload: bytes
-    #: The protocol's ``KeyValue`` list (read into a dict only when asked: most messages have none).
-    properties: Any
-    partition_key: str | None
-    ordering_key: bytes | None
-    publish_time: int
-    event_time: int
-    redelivery_count: int
-    producer_name: str
-    schema_version: bytes | None
-    topic: str
-    batch: BatchAcks | None = None
-    null_value: bool = False
-    #: The consumer's registration it came in (see :attr:`ConsumerCore.generation`).
-    generation: int = 0
+    __slots__ = (
+        "batch",
+        "batch_size",
+        "consumer",
+        "entry",
+        "generation",
+        "ledger",
+        "meta",
+        "partition",
+        "redeliveries",
+    )
+
+    def __init__(
+        self,
+        consumer: ConsumerCore,
+        ledger: int,
+        entry: int,
+        meta: Any,
+        redeliveries: int,
+        batch_size: int,
+        batch: BatchAcks | None,
+    ) -> None:
+        self.consumer = consumer
+        self.ledger = ledger
+        self.entry = entry
+        self.partition = consumer.partition
+        self.meta = meta
+        self.redeliveries = redeliveries
+        self.batch_size = batch_size
+        self.batch = batch
+        #: The consumer's registration it came in (see :attr:`ConsumerCore.generation`).
+        self.generation = consumer.generation
+
+
+class ReceivedMessage:
+    """A message taken from the wire; ``batch_index`` is -1 for a message stored alone. Its metadata is read from
+    the entry's (and, in a batch, its own ``SingleMessageMetadata``) only when asked for."""
+
+    __slots__ = ("_single", "batch_index", "info", "payload")
+
+    def __init__(self, info: EntryInfo, batch_index: int, payload: bytes, single: Any) -> None:
+        self.info = info
+        self.batch_index = batch_index
+        self.payload = payload
+        #: The message's ``SingleMessageMetadata`` in a batch (its bytes until first read); the entry's
+        #: ``MessageMetadata`` otherwise.
+        self._single = single
+
+    @property
+    def single(self) -> Any:
+        single = self._single
+        if type(single) is bytes:
+            single = self._single = SingleMessageMetadata.FromString(single)
+        return single
+
+    consumer = property(lambda self: self.info.consumer)
+    ledger = property(lambda self: self.info.ledger)
+    entry = property(lambda self: self.info.entry)
+    partition = property(lambda self: self.info.partition)
+    batch_size = property(lambda self: self.info.batch_size)
+    batch = property(lambda self: self.info.batch)
+    generation = property(lambda self: self.info.generation)
+    redelivery_count = property(lambda self: self.info.redeliveries)
+    publish_time = property(lambda self: self.info.meta.publish_time)
+    producer_name = property(lambda self: self.info.meta.producer_name)
+    topic = property(lambda self: self.info.consumer.topic)
+    #: The protocol's ``KeyValue`` list.
+    properties = property(lambda self: self.single.properties)
+    event_time = property(lambda self: self.single.event_time)
+    null_value = property(lambda self: self.single.null_value)
+
+    @property
+    def partition_key(self) -> str | None:
+        single = self.single
+        return single.partition_key if single.HasField("partition_key") else None
+
+    @property
+    def ordering_key(self) -> bytes | None:
+        single = self.single
+        return single.ordering_key if single.HasField("ordering_key") else None
+
+    @property
+    def schema_version(self) -> bytes | None:
+        meta = self.info.meta
+        return meta.schema_version if meta.HasField("schema_version") else None
 
     @property
     def position(self) -> tuple[int, int, int]:
-        return (self.ledger, self.entry, self.batch_index)
+        info = self.info
+        return (info.ledger, info.entry, self.batch_index)
 
 
 def ack_set(batch_size: int, acked: range) -> list[int]:
@@ -125,6 +194,8 @@ class ConsumerCore:
         #: A reader from the latest message: the broker's last message id when it started (the shell fills it in).
         self.latest_at_start: tuple[int, int, int] | None = None
         self._queue_size = max(1, config.receiver_queue_size)
+        #: Permits go back to the broker once this many messages left the queue.
+        self._flow_at = max(1, self._queue_size // 2)
         self._to_flow = 0
         self._nacks: dict[tuple[int, int], float] = {}
         self._acks: list[dict[str, Any]] = []
@@ -152,6 +223,8 @@ class ConsumerCore:
             "replicate_subscription_state": config.replicate_subscription_state_enabled,
             "consumer_epoch": self.epoch,
         }
+        if not config.force_topic_creation:
+            fields["force_topic_creation"] = False
         if config.properties:
             fields["metadata"] = [{"key": k, "value": v} for k, v in config.properties.items()]
         if config.key_shared_meta is not None:
@@ -177,7 +250,8 @@ class ConsumerCore:
         conn.consumers[consumer_id] = self
         self.incoming.clear()
         self._to_flow = 0
-        conn.send(make(T.FLOW, consumer_id=consumer_id, messagePermits=self._queue_size))
+        if self._queue_size > 0:
+            conn.send(make(T.FLOW, consumer_id=consumer_id, messagePermits=self._queue_size))
 
     def detach(self, conn: Connection) -> None:
         """The registration is lost: what is queued will be delivered again after the next one."""
@@ -211,78 +285,64 @@ class ConsumerCore:
         payload = parsed.payload
         if meta.compression:
             payload = decompress(meta.compression, payload, meta.uncompressed_size, 64 * 1024 * 1024)
-        schema_version = meta.schema_version if meta.HasField("schema_version") else None
         redeliveries = command.redelivery_count
-        queued = 0
         if not meta.HasField("num_messages_in_batch"):
-            message = ReceivedMessage(
-                self,
-                ledger,
-                entry,
-                self.partition,
-                -1,
-                0,
-                payload,
-                meta.properties,
-                meta.partition_key if meta.HasField("partition_key") else None,
-                meta.ordering_key if meta.HasField("ordering_key") else None,
-                meta.publish_time,
-                meta.event_time,
-                redeliveries,
-                meta.producer_name,
-                schema_version,
-                self.topic,
-                null_value=meta.null_value,
-            )
-            message.generation = self.generation
-            if self._skipped(message):
+            message = ReceivedMessage(EntryInfo(self, ledger, entry, meta, redeliveries, 0, None), -1, payload, meta)
+            if self._skip_until is not None and self._skipped(message):
                 self._grant(1)
-            else:
-                self.incoming.append(message)
-                queued = 1
-            return queued > 0
+                return False
+            self.incoming.append(message)
+            return True
         count = meta.num_messages_in_batch
+        acked = command.ack_set
         unacked = (1 << count) - 1
-        if command.ack_set:
-            unacked = sum((w & 0xFFFFFFFFFFFFFFFF) << (64 * i) for i, w in enumerate(command.ack_set))
+        if acked:
+            unacked = sum((w & 0xFFFFFFFFFFFFFFFF) << (64 * i) for i, w in enumerate(acked))
+        info = EntryInfo(self, ledger, entry, meta, redeliveries, count, None)
+        pending = set(range(count)) if not acked else {i for i in range(count) if unacked >> i & 1}
+        info.batch = BatchAcks(count, pending)
+        append = self.incoming.append
+        skip = self._skip_until is not None
+        unpack = _U32.unpack_from
+        end_of_payload = len(payload)
+        queued = skipped = 0
+        offset = 0
         try:
-            singles = split_batch(payload, count)
-        except ProtocolError:
+            for index in range(count):
+                (size,) = unpack(payload, offset)
+                offset += 4
+                single = payload[offset : offset + size]
+                # Encoders write fields in order: with no properties nor key, payload_size (field 3, tag 0x18) leads
+                # and its varint is read here; the rest of the metadata is parsed when first read.
+                if size > 1 and single[0] == 0x18 and single[1] < 0x80:
+                    payload_size = single[1]
+                elif size > 2 and single[0] == 0x18 and single[2] < 0x80:
+                    payload_size = (single[1] & 0x7F) | single[2] << 7
+                else:
+                    single = SingleMessageMetadata.FromString(single)
+                    payload_size = single.payload_size
+                offset += size
+                end = offset + payload_size
+                if end > end_of_payload:
+                    raise ProtocolError("batch message runs past the end of the payload")
+                value = payload[offset:end]
+                offset = end
+                if acked and not unacked >> index & 1:
+                    skipped += 1
+                    continue
+                message = ReceivedMessage(info, index, value, single)
+                if skip and self._skipped(message):
+                    skipped += 1
+                    pending.discard(index)
+                    continue
+                append(message)
+                queued += 1
+        except (struct.error, DecodeError, ProtocolError):
+            # A malformed batch: none of it is delivered.
+            for _ in range(queued):
+                self.incoming.pop()
             self._grant(count)
             return False
-        batch = BatchAcks(count, {i for i in range(count) if unacked >> i & 1})
-        skipped = 0
-        for index, (single, value) in enumerate(singles):
-            if not unacked >> index & 1:
-                skipped += 1
-                continue
-            message = ReceivedMessage(
-                self,
-                ledger,
-                entry,
-                self.partition,
-                index,
-                count,
-                value,
-                single.properties,
-                single.partition_key if single.HasField("partition_key") else None,
-                single.ordering_key if single.HasField("ordering_key") else None,
-                meta.publish_time,
-                single.event_time,
-                redeliveries,
-                meta.producer_name,
-                schema_version,
-                self.topic,
-                batch,
-                single.null_value,
-            )
-            message.generation = self.generation
-            if self._skipped(message):
-                skipped += 1
-                batch.unacked.discard(index)
-            else:
-                self.incoming.append(message)
-                queued += 1
         if skipped:
             self._grant(skipped)
         return queued > 0
@@ -301,20 +361,40 @@ class ConsumerCore:
     def _grant(self, count: int) -> None:
         """Messages left the queue (or never entered it): permits go back to the broker in half-queue steps."""
         self._to_flow += count
-        if self._to_flow >= max(1, self._queue_size // 2) and self.conn is not None and self.conn.ready:
+        if self._to_flow >= self._flow_at and self.conn is not None and self.conn.ready:
             self.conn.send(make(T.FLOW, consumer_id=self.consumer_id, messagePermits=self._to_flow))
             self._to_flow = 0
 
     def take(self) -> ReceivedMessage | None:
         """The next queued message (its permit goes back), or None."""
-        if not self.incoming:
+        incoming = self.incoming
+        if not incoming:
             return None
-        message = self.incoming.popleft()
-        self.last_dequeued = message.position
-        self._grant(1)
+        message = incoming.popleft()
+        info = message.info
+        self.last_dequeued = (info.ledger, info.entry, message.batch_index)
+        self._to_flow += 1
+        if self._to_flow >= self._flow_at:
+            self._grant(0)
         return message
 
     # -- acknowledgements ----------------------------------------------------------------
+
+    def ack_message(self, message: ReceivedMessage, now: float) -> bool:
+        """Acknowledge a received message individually, outside a transaction (the common case, its fast path);
+        False when nothing was queued for the broker (a batch message whose batch is not complete yet)."""
+        info = message.info
+        batch = info.batch
+        index = message.batch_index
+        if batch is not None:
+            unacked = batch.unacked
+            if index not in unacked:
+                return False
+            unacked.discard(index)
+            if unacked:
+                return False
+        self.ack((info.ledger, info.entry, index), info.batch_size, None, False, now)
+        return True
 
     def ack(
         self,

@@ -3,6 +3,7 @@ and their receipts, send timeouts, and re-sending what was in flight when it reg
 
 from __future__ import annotations
 
+import struct
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -17,7 +18,6 @@ from pulsar_txn.exceptions import (
     Timeout,
     from_server_error,
 )
-from wire.batch import build_batch
 from wire.commands import make
 from wire.compression import compress
 from wire.framing import make_body
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pulsar_txn.core.transaction import TransactionCore
 
 T = BaseCommand
+_U32 = struct.Struct(">I")
 
 
 @dataclass(slots=True)
@@ -98,6 +99,8 @@ class ProducerCore:
         self._batch_bytes = 0
         self._batch_deadline: float | None = None
         self._pending: deque[_Entry] = deque()
+        #: Messages of the entries in ``_pending``.
+        self._in_flight = 0
         self.max_message_size = 5 * 1024 * 1024
 
     # -- registration --------------------------------------------------------------------
@@ -175,7 +178,7 @@ class ProducerCore:
     @property
     def pending_count(self) -> int:
         """Messages queued or in flight."""
-        return len(self._batch) + sum(len(e.messages) for e in self._pending)
+        return len(self._batch) + self._in_flight
 
     def discard(self, txn: TransactionCore) -> list[OutMessage]:
         """Drop unsent batched messages of ``txn`` (it is being aborted); they are returned to be failed."""
@@ -202,20 +205,30 @@ class ProducerCore:
             _fill_metadata(meta, first)
             payload = first.payload
         else:
-            singles = []
             sequences = [self._sequence(m) for m in messages]
             sequence, highest = sequences[0], sequences[-1]
+            parts: list[bytes] = []
             for message, seq in zip(messages, sequences, strict=True):
-                single = SingleMessageMetadata(payload_size=len(message.payload), sequence_id=seq)
-                _fill_single(single, message)
-                singles.append((single, message.payload))
+                data = message.payload
+                if (
+                    message.properties
+                    or message.partition_key is not None
+                    or message.ordering_key is not None
+                    or (message.event_time)
+                ):
+                    single = SingleMessageMetadata(payload_size=len(data), sequence_id=seq)
+                    _fill_single(single, message)
+                    encoded = single.SerializeToString()
+                else:  # payload_size (field 3) and sequence_id (field 8), encoded here: the common case
+                    encoded = b"\x18" + _varint(len(data)) + b"\x40" + _varint(seq)
+                parts += (_U32.pack(len(encoded)), encoded, data)
             meta.num_messages_in_batch = len(messages)
             if first.partition_key is not None:
                 meta.partition_key = first.partition_key
                 meta.partition_key_b64_encoded = first.key_b64
             if first.ordering_key is not None:
                 meta.ordering_key = first.ordering_key
-            payload = build_batch(singles)
+            payload = b"".join(parts)
             if highest != sequence:
                 meta.highest_sequence_id = highest
         meta.sequence_id = sequence
@@ -245,6 +258,7 @@ class ProducerCore:
         if first.txn is not None:
             first.txn.ops += len(messages)
         self._pending.append(entry)
+        self._in_flight += len(messages)
         if self.conn is not None and self.conn.ready:
             self._write(entry)
 
@@ -272,13 +286,17 @@ class ProducerCore:
         events: list[SendDone] = []
         while self._pending and self._pending[0].sequence_id <= receipt.sequence_id:
             entry = self._pending.popleft()
+            count = len(entry.messages)
+            self._in_flight -= count
             if entry.sequence_id < receipt.sequence_id:
                 continue  # an older entry's receipt was lost with a connection; it was stored before this one
             base = WireMessageId.from_proto(receipt.message_id)
-            batched = len(entry.messages) > 1 or (self.config.batching_enabled and entry.messages[0].deliver_at is None)
+            batched = count > 1 or (self.config.batching_enabled and entry.messages[0].deliver_at is None)
+            ledger, entry_id, partition = base.ledger, base.entry, self.partition
             for index, message in enumerate(entry.messages):
-                mid = (base.ledger, base.entry, self.partition, index if batched else -1, len(entry.messages))
-                events.append(SendDone(message.token, mid))
+                if message.token is not None:  # nobody waits for the others
+                    mid = (ledger, entry_id, partition, index if batched else -1, count)
+                    events.append(SendDone(message.token, mid))
             if entry.txn is not None:
                 entry.txn.ops -= len(entry.messages)
         return events
@@ -289,9 +307,10 @@ class ProducerCore:
         for entry in self._pending:
             if entry.txn is not None:
                 entry.txn.ops -= len(entry.messages)
-                entry.txn.failed_sends += len(entry.messages)
+                entry.txn.failed_ops += len(entry.messages)
             events += [SendDone(m.token, None, error) for m in entry.messages]
         self._pending.clear()
+        self._in_flight = 0
         events += [SendDone(m.token, None, error) for m in self._batch]
         self._batch, self._batch_bytes, self._batch_deadline = [], 0, None
         return events
@@ -354,3 +373,18 @@ def _key_values(items: Iterable[tuple[str, str]]) -> list[Any]:
     from wire.pulsar_api_pb2 import KeyValue
 
     return [KeyValue(key=k, value=v) for k, v in items]
+
+
+def _varint(value: int) -> bytes:
+    """A protobuf varint (``value`` >= 0)."""
+    if value < 0x80:
+        return _SMALL[value]
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_SMALL = [bytes([i]) for i in range(0x80)]

@@ -47,8 +47,9 @@ class TransactionCore:
         self.subscriptions: set[tuple[str, str]] = set()
         #: Messages sent in the transaction whose receipt has not come.
         self.ops = 0
-        #: Sends in the transaction that failed: a commit must not succeed without them.
-        self.failed_sends = 0
+        #: Operations in the transaction (sends, acknowledgements) that failed: as the Java client's
+        #: ``hasOpsFailed``, its commit aborts it instead and raises :class:`TransactionHasOperationFailedError`.
+        self.failed_ops = 0
         #: Consumers (any object) that acknowledged in the transaction, redelivered after an abort.
         self.ack_consumers: list[Any] = []
         #: Producers (any object) that sent in the transaction, flushed before the commit.
@@ -67,16 +68,14 @@ class TransactionCore:
             raise InvalidTxnStatusError(f"transaction {self.txn_id} is {state.value}, expected OPEN")
 
     def begin_end(self, commit: bool, now: float) -> None:
-        """Move to COMMITTING or ABORTING (an abort is allowed from TIME_OUT and ERROR too)."""
+        """Move to COMMITTING or ABORTING (an abort is allowed from TIME_OUT and ERROR too, and from COMMITTING: a
+        commit of a transaction with failed operations aborts it)."""
         state = self.state(now)
         if commit:
             self.check_open(now)
-            if self.failed_sends:
-                self._state = TxnState.ERROR
-                raise InvalidTxnStatusError(f"transaction {self.txn_id}: {self.failed_sends} sends failed")
             self._state = TxnState.COMMITTING
         else:
-            if state not in (TxnState.OPEN, TxnState.TIME_OUT, TxnState.ERROR, TxnState.ABORTING):
+            if state not in (TxnState.OPEN, TxnState.TIME_OUT, TxnState.ERROR, TxnState.ABORTING, TxnState.COMMITTING):
                 raise InvalidTxnStatusError(f"transaction {self.txn_id} is {state.value}, cannot abort")
             self._state = TxnState.ABORTING
 

@@ -15,10 +15,9 @@ import pyarrow as pa
 import pytest
 from spark_helpers import name, read_committed, values
 
+import pulsar_txn
 from spark.commit_log import CommitLog
-from spark.protocol import TransactionNotFoundError
 from spark.sink import ExactlyOnceCommitter, SinkOptions, TaskCommit, write_task
-from spark.txn_client import TransactionClient, TxnId
 
 
 def _options(url: str, sink: str, sink_id: str, timeout_ms: int = 60_000) -> SinkOptions:
@@ -39,7 +38,7 @@ def sink_id() -> str:
 
 
 def _state(url: str, options: SinkOptions) -> Any:
-    with TransactionClient(url) as client:
+    with pulsar_txn.Client(url) as client:
         return CommitLog(client, options.commit_log_topic, options.sink_id).state()
 
 
@@ -50,8 +49,8 @@ def test_a_replayed_batch_that_was_done_is_discarded(server: Any, sink_id: str) 
     replay = _task(options, ["a0", "a1"], 0)
     ExactlyOnceCommitter(options).commit([replay], 0)
     assert values(read_committed(server.url, sink, 800)) == ["a0", "a1"]
-    with TransactionClient(server.url) as client, pytest.raises(TransactionNotFoundError):
-        client.commit(TxnId(*replay.txn))  # it was aborted
+    with pulsar_txn.Client(server.url) as client, pytest.raises(pulsar_txn.TransactionNotFound):
+        client.resume_transaction(replay.txn).commit()  # it was aborted
     assert _state(server.url, options).last_done == 0
 
 
@@ -63,7 +62,7 @@ def test_a_commit_interrupted_after_its_decision_is_rolled_forward(server: Any, 
     # The driver records the decision, commits one transaction, and dies.
     crashed = ExactlyOnceCommitter(options)
     crashed.log.write_intent(1, crashed.mark(1, [first, second]))
-    crashed.client.commit(TxnId(*first.txn))
+    crashed.client.resume_transaction(first.txn).commit()
     assert _state(server.url, options).intent_batch == 1
 
     replay = [_task(options, ["b0", "b1"], 0), _task(options, ["b2", "b3"], 1)]
@@ -80,7 +79,7 @@ def test_a_decided_transaction_that_timed_out_is_replaced_by_the_replay(server: 
     kept, expired = _task(options, ["c0"], 0), _task(short, ["c1"], 1)
     crashed = ExactlyOnceCommitter(options)
     crashed.log.write_intent(0, crashed.mark(0, [kept, expired]))
-    crashed.client.commit(TxnId(*kept.txn))
+    crashed.client.resume_transaction(kept.txn).commit()
     time.sleep(1.2)  # the coordinator aborts the second transaction meanwhile
 
     ExactlyOnceCommitter(options).commit([_task(options, ["c0"], 0), _task(options, ["c1"], 1)], 0)

@@ -17,9 +17,9 @@ from pyspark.errors import StreamingQueryException
 from spark_driver import copy_query
 from spark_helpers import batches_in, name, publish, read_committed, values
 
+import pulsar_txn
 from spark.commit_log import CommitLog
 from spark.sink import SinkOptions
-from spark.txn_client import TransactionClient
 
 HERE = Path(__file__).resolve().parent
 RECORDS = 300
@@ -99,7 +99,7 @@ def test_driver_killed_between_transaction_commit_and_spark_commit_log(
     options = SinkOptions.parse(
         {"service.url": server.url, "topic": sink, "checkpointLocation": str(checkpoint)}, streaming=True
     )
-    with TransactionClient(server.url) as client:
+    with pulsar_txn.Client(server.url) as client:
         state = CommitLog(client, options.commit_log_topic, options.sink_id).state()
     assert state.last_done == 2
     assert state.intent_batch is None

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from spark_helpers import batches_in, name, read_committed, values
 
-from spark.client import Client
+import pulsar_txn
 
 RECORDS = 3000
 PER_BATCH = 150
@@ -25,10 +25,11 @@ OUTAGE_SECONDS = 25
 
 def publish_keyed(url: str, topic: str, payloads: list[str]) -> None:
     """Publish in batches with this project's client (its queue blocks rather than drops when full)."""
-    with Client(url) as client:
-        producer = client.create_producer(topic)
+    with pulsar_txn.Client(url) as client:
+        producer = client.create_producer(topic, batching_enabled=True, block_if_queue_full=True)
         for payload in payloads:
-            producer.send_async(payload.encode(), partition_key="k")
+            producer.send_async(payload.encode(), None, partition_key="k")
+        producer.flush()
         producer.close()
 
 

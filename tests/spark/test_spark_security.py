@@ -87,7 +87,7 @@ def _read_back(secured: Secured, topic: str, timeout_ms: int = 1500) -> list[str
 
 
 def _credentials(kind: str, secured: Secured) -> Any:
-    from spark.client import AuthenticationBasic, AuthenticationTLS, AuthenticationToken
+    from pulsar_txn import AuthenticationBasic, AuthenticationTLS, AuthenticationToken
 
     material = secured.material
     if kind == "token":
@@ -99,9 +99,9 @@ def _credentials(kind: str, secured: Secured) -> Any:
 
 @pytest.mark.parametrize("kind", ["token", "basic", "tls"])
 def test_client_commits_a_transaction_over_tls_with_each_credential(secured: Secured, kind: str) -> None:
-    """spark.client.Client over pulsar+ssl:// (trust file, host name checked) with the official client's
-    authentication names: a consumed message and two sends commit together in one transaction."""
-    from spark.client import Client, InitialPosition
+    """The connector's client (pulsar_txn) over pulsar+ssl:// (trust file, host name checked) with the official
+    client's authentication names: a consumed message and two sends commit together in one transaction."""
+    from pulsar_txn import Client, InitialPosition
 
     source, sink = _topic(f"in-{kind}"), _topic(f"out-{kind}")
     _publish(secured, source, ["a"])
@@ -116,12 +116,12 @@ def test_client_commits_a_transaction_over_tls_with_each_credential(secured: Sec
         consumer.acknowledge(msg, txn=txn)
         assert _read_back(secured, sink, 300) == []  # not visible before the commit
         txn.commit()
-        assert all(conn.url.startswith("pulsar+ssl://") for conn in client._connections.values())
+        assert all(link.core.url.startswith("pulsar+ssl://") for link in client._rt._links.values())
     assert _read_back(secured, sink) == ["a1", "a2"]
 
 
 def test_client_refuses_a_wrong_token_and_an_untrusted_broker(secured: Secured) -> None:
-    from spark.client import AuthenticationError, AuthenticationToken, Client, ConnectionLostError
+    from pulsar_txn import AuthenticationError, AuthenticationToken, Client, ConnectError
 
     forged = AuthenticationToken(secured.material.token("alice", forged=True))
     with (
@@ -132,7 +132,7 @@ def test_client_refuses_a_wrong_token_and_an_untrusted_broker(secured: Secured) 
     # Without the trust file the system's CAs do not know the tests' CA.
     with (
         Client(secured.tls_url, authentication=AuthenticationToken(secured.token)) as client,
-        pytest.raises(ConnectionLostError, match=r"TLS handshake .* failed: .*certificate verify failed"),
+        pytest.raises(ConnectError, match=r"TLS handshake .* failed: .*certificate verify failed"),
     ):
         client.create_producer(_topic("untrusted")).send(b"x")
     # tls_allow_insecure_connection accepts it, as the official client's option does.
@@ -143,8 +143,7 @@ def test_client_refuses_a_wrong_token_and_an_untrusted_broker(secured: Secured) 
 
 def test_every_token_parameter_form_of_the_java_plugin_authenticates(secured: Secured, tmp_path: Path) -> None:
     """``authParams`` as AuthenticationToken parses them: ``token:``, ``file:``, JSON and the bare token."""
-    from spark.protocol import Connection
-    from spark.security import Security
+    from spark.security import Security, new_client
 
     token_file = tmp_path / "t.token"
     token_file.write_text(f"  {secured.token}\n")
@@ -152,25 +151,26 @@ def test_every_token_parameter_form_of_the_java_plugin_authenticates(secured: Se
     for params in forms:
         security = Security.from_plugin(TOKEN_PLUGIN, params, tls_trust_certs_file=secured.ca)
         assert security.data() == secured.token.encode(), params
-        connection = Connection(secured.tls_url, 5, security)
-        assert connection.server_version.startswith("pulsar-txn-proxy")
-        connection.close()
+        with new_client(secured.tls_url, security, 5) as client:
+            client.get_topic_partitions(_topic("token-forms"))
+            links = list(client._rt._links.values())
+            assert links and all(link.core.server_version.startswith("pulsar-txn-proxy") for link in links)
 
 
 def test_an_untrusted_broker_is_not_retried_as_an_outage(secured: Secured) -> None:
     """The connector's reconnect back-off rides out a broker restart, but a certificate that fails verification
     fails the work at once: waiting cannot make it trusted."""
+    from pulsar_txn._runtime import TlsVerificationError
     from spark.backoff import Backoff
-    from spark.protocol import Client, TlsVerificationError
-    from spark.security import Security
+    from spark.security import Security, new_client
 
     untrusted = Security.token(secured.token, tls_trust_certs_file=secured.material.path("other-ca.pem"))
     attempts = []
 
     def work() -> list[str]:
         attempts.append(1)
-        with Client(secured.tls_url, 5, untrusted) as client:
-            return client.partition_names(_topic("untrusted"))
+        with new_client(secured.tls_url, untrusted, 5) as client:
+            return client.get_topic_partitions(_topic("untrusted"))
 
     started = time.monotonic()
     with pytest.raises(TlsVerificationError, match="certificate verify failed"):
@@ -308,9 +308,11 @@ def test_example_pipeline_over_tls_with_a_token(session: Any, secured: Secured, 
 
 
 def test_hostname_verification_can_be_turned_off(session: Any, secured: Secured, tmp_path: Path) -> None:
-    """A broker whose (trusted) certificate names another host: refused by default by the client and at load(),
-    accepted with ``tls_validate_hostname=False`` / ``pulsar.client.tlsHostnameVerificationEnable=false``."""
-    from spark.client import Client, TlsVerificationError
+    """A broker whose (trusted) certificate names another host: refused by the client with
+    ``tls_validate_hostname=True`` and by default at load(), accepted with ``tls_validate_hostname=False`` /
+    ``pulsar.client.tlsHostnameVerificationEnable=false``."""
+    from pulsar_txn import Client
+    from pulsar_txn._runtime import TlsVerificationError
 
     material = secured.material
     tls_port = free_port()
@@ -321,7 +323,7 @@ def test_hostname_verification_can_be_turned_off(session: Any, secured: Secured,
     try:
         url, topic = f"pulsar+ssl://127.0.0.1:{tls_port}", _topic("wrong-host")
         with (
-            Client(url, tls_trust_certs_file_path=secured.ca) as client,
+            Client(url, tls_trust_certs_file_path=secured.ca, tls_validate_hostname=True) as client,
             pytest.raises(TlsVerificationError, match="mismatch"),
         ):
             client.create_producer(topic).send(b"x")

@@ -1,13 +1,13 @@
 """Transactions: what a transaction sends is seen by consumers only once it commits, and never if it aborts.
 
-The official Python client has no transaction API; pulsar-txn-proxy ships one shaped like it (``spark.client``),
-which works against this endpoint and against Apache Pulsar with transactions enabled.
+The official Python client has no transaction API; pulsar-txn-proxy ships one with its API (``pulsar_txn``), which
+works against this endpoint and against Apache Pulsar with transactions enabled.
 """
 
 import pulsar
 import pytest
 
-from spark.client import Client as TransactionalClient
+from pulsar_txn import Client as TransactionalClient
 
 
 @pytest.fixture

@@ -1,10 +1,13 @@
-"""The project's Python transactional client (``spark.client``) against this endpoint and Apache Pulsar 4.2.4.
+"""The project's Python transactional client (:mod:`pulsar_txn`) against this endpoint and Apache Pulsar 4.2.4.
 
-The official Python client has no transactions, so ``spark.client.Client`` is how Python users get them; these
-scenarios run it against both brokers: sends in a transaction appear at its commit and never after its abort,
-acknowledgements in a transaction count at its commit and are undone by its abort (the messages come back to a new
-consumer), a transaction past its timeout is aborted by the coordinator, conflicting acknowledgements, and the answers
-to ending a transaction twice or ending an unknown one.
+The official Python client has no transactions, so ``pulsar_txn.Client`` is how Python users get them (the Spark
+connector ends its tasks' transactions through it too); these scenarios run it against both brokers: sends in a
+transaction appear at its commit and never after its abort, acknowledgements in a transaction count at its commit and
+are undone by its abort (the messages come back to a new consumer), a transaction past its timeout is aborted by the
+coordinator, conflicting acknowledgements, and the broker's answers to ending a transaction twice or ending an
+unknown one (asked through ``resume_transaction``, which leaves the client-side checks out). The last scenarios run
+a script of the Java harness (official Java client 4.2.4) and its port to pulsar_txn side by side and record whether
+both observed the same.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pulsar_txn import Client, Consumer, ConsumerType, InitialPosition, Message, PulsarException, Timeout, TxnId
 from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
-from spark.client import Client, Consumer, InitialPosition, Message, Timeout, TxnId
+from pulsar_txn_proxy.conformance.harness import run_scenario
+from pulsar_txn_proxy.conformance.harness_observations import normalise_observations as _normalise
+from pulsar_txn_proxy.conformance.harness_observations import unordered as _unordered
 
 
 def _client(run: Run) -> Client:
@@ -49,12 +55,12 @@ def test_sends_in_a_transaction_appear_at_commit_and_never_after_abort(run: Run)
     client = _client(run)
     topic = run.topic("t")
     consumer = client.subscribe(topic, run.name("sub"), initial_position=InitialPosition.Earliest)
-    producer = client.create_producer(topic)
+    producer = client.create_producer(topic, batching_enabled=True)
     kept, dropped = client.new_transaction(60_000), client.new_transaction(60_000)
     sent_id = producer.send(b"kept-0", partition_key="k", properties={"p": "1"}, txn=kept)
     for i in range(3):
-        producer.send_async(f"dropped-{i}".encode(), txn=dropped)
-    producer.send_async(b"kept-1", txn=kept)
+        producer.send_async(f"dropped-{i}".encode(), None, txn=dropped)
+    producer.send_async(b"kept-1", None, txn=kept)
     producer.flush()
     before = _texts(_drain(consumer))
     kept.commit()
@@ -65,7 +71,9 @@ def test_sends_in_a_transaction_appear_at_commit_and_never_after_abort(run: Run)
         "before_commit": before,
         "after": _texts(after),
         "first": {"key": after[0].partition_key(), "props": after[0].properties()} if after else None,
-        "sent_id_is_first": bool(after) and after[0].message_id()[:2] == sent_id[:2],
+        "sent_id_is_first": bool(after)
+        and (after[0].message_id().ledger_id(), after[0].message_id().entry_id())
+        == (sent_id.ledger_id(), sent_id.entry_id()),
         "states": [kept.state.value, dropped.state.value],
     }
 
@@ -98,9 +106,9 @@ def test_a_cumulative_acknowledgement_in_a_transaction(run: Run) -> Outcome:
     """A cumulative ack of m2 in an aborted transaction acknowledges nothing; in a committed one, m0..m2."""
     client = _client(run)
     topic, sub = run.topic("t"), run.name("sub")
-    producer = client.create_producer(topic)
+    producer = client.create_producer(topic, batching_enabled=True)
     for i in range(5):
-        producer.send_async(f"m{i}".encode())
+        producer.send_async(f"m{i}".encode(), None)
     producer.flush()
     outcome: dict[str, Any] = {}
     for label in ("aborted", "committed"):
@@ -121,7 +129,8 @@ def test_a_cumulative_acknowledgement_in_a_transaction(run: Run) -> Outcome:
 
 @scenario
 def test_a_transaction_past_its_timeout_is_aborted(run: Run) -> Outcome:
-    """A send in a transaction of 1 s, then 4 s: the coordinator aborted it; its commit fails, the send never shows.
+    """A send in a transaction of 1 s, then 4 s: the coordinator aborted it; its commit (asked of the coordinator, past
+    the client-side check) fails, the send never shows.
 
     Its golden comes from a private standalone (``--conformance-target pulsar``): the long-lived shared one was seen
     not to time a 1 s transaction out within 20 s."""
@@ -132,7 +141,7 @@ def test_a_transaction_past_its_timeout_is_aborted(run: Run) -> Outcome:
     txn = client.new_transaction(1000)
     producer.send(b"late", txn=txn)
     time.sleep(4)
-    commit = _error(txn.commit)
+    commit = _error(client.resume_transaction(txn.id).commit)
     producer.send(b"plain")
     return {"commit": commit, "seen": _texts(_drain(consumer))}
 
@@ -146,8 +155,262 @@ def test_ending_a_transaction_twice_or_an_unknown_one_is_refused(run: Run) -> Ou
         for second in ("commit", "abort"):
             txn = client.new_transaction(60_000)
             getattr(txn, first)()
-            outcome[f"{first}_then_{second}"] = _error(getattr(txn, second))
-    unknown = client.transaction(TxnId(0, 1 << 40))
+            outcome[f"{first}_then_{second}"] = _error(getattr(client.resume_transaction(txn.id), second))
+    unknown = client.resume_transaction(TxnId(0, 1 << 40))
     outcome["commit_unknown"] = _error(unknown.commit)
-    outcome["abort_unknown"] = _error(client.transaction(TxnId(0, (1 << 40) + 1)).abort)
+    outcome["abort_unknown"] = _error(client.resume_transaction(TxnId(0, (1 << 40) + 1)).abort)
     return outcome
+
+
+# -- the same scripts through the Java client (the harness) and through pulsar_txn -------------------------------
+
+#: The Java client's exception for each of pulsar_txn's (its simple class name, as the harness reports it).
+JAVA_EXCEPTIONS = {
+    "TransactionConflict": "TransactionConflictException",
+    "InvalidTxnStatusError": "InvalidTxnStatusException",
+    "TransactionNotFound": "TransactionNotFoundException",
+    "TransactionHasOperationFailedError": "TransactionHasOperationFailedException",
+    "TransactionCoordinatorNotFoundError": "CoordinatorNotFoundException",
+}
+#: As the harness's transaction scenarios (their 3-partition topics, their windows).
+PARTITIONS = 3
+QUIET_MS = 1000
+EXTRA_MS = 300
+
+
+def _outcome(step: Any) -> dict[str, str] | None:
+    """None, or the error as the harness describes one (the Java client's class for pulsar_txn's)."""
+    try:
+        step()
+    except PulsarException as exc:
+        name = type(exc).__name__
+        return {"type": JAVA_EXCEPTIONS.get(name, name), "message": str(exc)}
+    return None
+
+
+def _receive(consumer: Consumer, count: int, timeout_ms: int) -> list[Message]:
+    """As the harness's ``receive``: until ``count`` came or ``timeout_ms`` passed."""
+    got: list[Message] = []
+    deadline = time.monotonic() + timeout_ms / 1000
+    while len(got) < count:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        try:
+            got.append(consumer.receive(max(1, int(left * 1000))))
+        except Timeout:
+            break
+    return got
+
+
+def _within(consumer: Consumer, window_ms: int) -> list[Message]:
+    return _receive(consumer, 1 << 30, window_ms)
+
+
+def _txn_id(txn: Any) -> str:
+    return f"{txn.id.most}:{txn.id.least}"
+
+
+def _beside_java(run: Run, java_name: str, python_script: Any, *tags: str, java_args: tuple[str, ...] = ()) -> Outcome:
+    """The harness's ``java_name`` and its port to pulsar_txn, each on fresh 3-partition topics; outcomes normalised
+    alike (transaction ids, exception classes, arrival order), and whether they are the same."""
+    java = _unordered(
+        _normalise(
+            run_scenario(
+                run.target.service_url,
+                java_name,
+                *[run.partitioned_topic(f"java-{t}", PARTITIONS) for t in tags],
+                *java_args,
+                timeout=90,
+            )
+        )
+    )
+    java.pop("scenario", None)
+    client = _client(run)
+    ours = _unordered(_normalise(python_script(client, *[run.partitioned_topic(f"py-{t}", PARTITIONS) for t in tags])))
+    return {"java": java, "pulsar_txn": ours, "same": java == ours}
+
+
+def _produce_then_end(client: Client, topic_a: str, topic_b: str, commit: bool) -> dict[str, Any]:
+    """The harness's ``commit_atomic`` / ``abort_invisible`` (not batched), with pulsar_txn."""
+    obs: dict[str, Any] = {"batched": False}
+    consumer = client.subscribe(
+        [topic_a, topic_b], "sub", consumer_type=ConsumerType.Exclusive, initial_position=InitialPosition.Earliest
+    )
+    producer_a, producer_b = client.create_producer(topic_a), client.create_producer(topic_b)
+    txn = client.new_transaction(60_000)
+    obs["txn_id"] = _txn_id(txn)
+    for i in range(10):
+        producer_a.send_async(f"a-{i}".encode(), None, txn=txn)
+    for i in range(5):
+        producer_b.send_async(f"b-{i}".encode(), None, txn=txn)
+    producer_a.flush()
+    producer_b.flush()
+    obs["before_end"] = _texts(_within(consumer, QUIET_MS))
+    if commit:
+        obs["commit_error"] = _outcome(txn.commit)
+        obs["txn_state"] = txn.state.value
+        obs["after_commit"] = _texts(_receive(consumer, 15, 10_000))
+        obs["extra"] = _texts(_within(consumer, EXTRA_MS))
+    else:
+        obs["abort_error"] = _outcome(txn.abort)
+        obs["txn_state"] = txn.state.value
+        obs["after_abort"] = _texts(_within(consumer, 2000))
+        plain_a, plain_b = client.create_producer(topic_a), client.create_producer(topic_b)
+        for i in range(3):
+            plain_a.send(f"plain-a-{i}".encode())
+            plain_b.send(f"plain-b-{i}".encode())
+        obs["plain_after_abort"] = _texts(_receive(consumer, 6, 10_000))
+    return obs
+
+
+def _commit_after_abort(client: Client, topic: str) -> dict[str, Any]:
+    """The harness's ``commit_after_abort``: the coordinator asked directly through ``resume_transaction``."""
+    producer = client.create_producer(topic)
+    txn = client.new_transaction(60_000)
+    obs: dict[str, Any] = {"txn_id": _txn_id(txn)}
+    producer.send(b"x", txn=txn)
+    obs["abort_error"] = _outcome(txn.abort)
+    obs["client_commit_error"] = _outcome(txn.commit)
+    obs["server_commit_error"] = _outcome(client.resume_transaction(txn.id).commit)
+    obs["server_abort_again_error"] = _outcome(client.resume_transaction(txn.id).abort)
+    consumer = client.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
+    obs["visible"] = _texts(_within(consumer, 500))
+    return obs
+
+
+def _ack_conflict(client: Client, topic: str) -> dict[str, Any]:
+    """The harness's ``ack_conflict``. The Java script turns acknowledgement grouping off; pulsar_txn groups plain
+    acknowledgements for 100 ms (as the official clients do by default), so the plain one is given that time."""
+    producer = client.create_producer(topic)
+    producer.send(b"m")
+    producer.send(b"n")
+    consumer = client.subscribe(
+        topic, "sub", consumer_type=ConsumerType.Shared, initial_position=InitialPosition.Earliest
+    )
+    by_payload = {m.data().decode(): m for m in _receive(consumer, 2, 10_000)}
+    obs: dict[str, Any] = {"received": list(by_payload)}
+    m, n = by_payload["m"], by_payload["n"]
+    txn1, txn2, txn3 = (client.new_transaction(60_000) for _ in range(3))
+    obs["txn_ids"] = [_txn_id(txn1), _txn_id(txn2), _txn_id(txn3)]
+    obs["txn1_ack_error"] = _outcome(lambda: consumer.acknowledge(m, txn=txn1))
+    obs["txn2_ack_error"] = _outcome(lambda: consumer.acknowledge(m, txn=txn2))
+    obs["plain_ack_error"] = _outcome(lambda: consumer.acknowledge(n))
+    time.sleep(0.3)
+    obs["txn3_ack_error"] = _outcome(lambda: consumer.acknowledge(n, txn=txn3))
+    obs["txn2_commit_error"] = _outcome(txn2.commit)
+    obs["txn3_commit_error"] = _outcome(txn3.commit)
+    obs["txn1_commit_error"] = _outcome(txn1.commit)
+    obs["txn_states"] = [txn1.state.value, txn2.state.value, txn3.state.value]
+    obs["after_commit"] = _texts(_within(consumer, QUIET_MS))
+    return obs
+
+
+@scenario
+def test_a_commit_is_atomic_beside_the_java_client(run: Run) -> Outcome:
+    """One transaction sends 10 messages to A and 5 to B (3 partitions each) and commits: a consumer of both sees
+    nothing before, all 15 after; by the Java client and by pulsar_txn."""
+    return _beside_java(run, "commit_atomic", lambda c, a, b: _produce_then_end(c, a, b, True), "a", "b")
+
+
+@scenario
+def test_an_abort_is_invisible_beside_the_java_client(run: Run) -> Outcome:
+    """The same sends, aborted: nothing shows, plain messages after it do; by the Java client and by pulsar_txn."""
+    return _beside_java(run, "abort_invisible", lambda c, a, b: _produce_then_end(c, a, b, False), "a", "b")
+
+
+@scenario
+def test_commit_after_abort_beside_the_java_client(run: Run) -> Outcome:
+    """An aborted transaction's commit is refused by the client, and by the coordinator (asked directly)."""
+    return _beside_java(run, "commit_after_abort", _commit_after_abort, "t")
+
+
+@scenario
+def test_conflicting_acknowledgements_beside_the_java_client(run: Run) -> Outcome:
+    """Two transactions acknowledge one message; a transaction acknowledges a plainly acknowledged one; the
+    commits that follow; by the Java client and by pulsar_txn."""
+    return _beside_java(run, "ack_conflict", _ack_conflict, "t")
+
+
+def _deliveries(messages: list[Message]) -> list[dict[str, Any]]:
+    return [{"payload": m.data().decode(), "redelivery_count": m.redelivery_count()} for m in messages]
+
+
+def _txn_ack_then_abort(client: Client, topic: str, kind: ConsumerType) -> dict[str, Any]:
+    """The harness's ``txn_ack_then_abort``: 10 messages acknowledged in a transaction that aborts come back (once,
+    redelivery count 1), are acknowledged in a second one that commits, and nothing comes back."""
+    obs: dict[str, Any] = {"subscription_type": kind.name}
+    consumer = client.subscribe(topic, "test", consumer_type=kind, initial_position=InitialPosition.Earliest)
+    producer = client.create_producer(topic)
+    for i in range(10):
+        producer.send(f"m-{i}".encode())
+    txn1 = client.new_transaction(60_000)
+    first = _receive(consumer, 10, 10_000)
+    obs["first_received"] = _texts(first)
+    obs["txn1_ack_errors"] = [_outcome(lambda m=m: consumer.acknowledge(m, txn=txn1)) for m in first]
+    obs["before_abort"] = _texts(_within(consumer, QUIET_MS))
+    obs["abort_error"] = _outcome(txn1.abort)
+    txn2 = client.new_transaction(60_000)
+    obs["txn_ids"] = [_txn_id(txn1), _txn_id(txn2)]
+    again = _receive(consumer, 10, 10_000)
+    obs["after_abort"] = _deliveries(again)
+    obs["txn2_ack_errors"] = [_outcome(lambda m=m: consumer.acknowledge(m, txn=txn2)) for m in again]
+    obs["commit_error"] = _outcome(txn2.commit)
+    obs["after_commit"] = _texts(_within(consumer, QUIET_MS))
+    obs["recommit_error"] = _outcome(client.resume_transaction(txn2.id).commit)
+    return obs
+
+
+def _txn_timeout(client: Client, source: str, sink: str) -> dict[str, Any]:
+    """The harness's ``txn_timeout``: a 2 s transaction sends 3 messages and acknowledges an input, then 4 s pass."""
+    client.create_producer(source).send(b"in-0")
+    inputs = client.subscribe(
+        source, "sub", consumer_type=ConsumerType.Shared, initial_position=InitialPosition.Earliest
+    )
+    outputs = client.subscribe(sink, "out-sub", initial_position=InitialPosition.Earliest)
+    producer = client.create_producer(sink)
+    consumed = _receive(inputs, 1, 5000)
+    obs: dict[str, Any] = {"consumed": consumed[0].data().decode() if consumed else None}
+    if not consumed:
+        return obs
+    txn = client.new_transaction(2000)
+    obs["txn_id"] = _txn_id(txn)
+    for i in range(3):
+        producer.send(f"t-{i}".encode(), txn=txn)
+    obs["ack_error"] = _outcome(lambda: inputs.acknowledge(consumed[0], txn=txn))
+    time.sleep(4)
+    obs["output"] = _texts(_within(outputs, EXTRA_MS))
+    obs["redelivered"] = _deliveries(_receive(inputs, 1, 3000))
+    obs["client_state"] = txn.state.value
+    obs["client_commit_error"] = _outcome(txn.commit)
+    obs["server_commit_error"] = _outcome(client.resume_transaction(txn.id).commit)
+    for i in range(3):
+        producer.send(f"plain-{i}".encode())
+    obs["plain_after_timeout"] = _texts(_receive(outputs, 3, 10_000))
+    return obs
+
+
+@scenario
+def test_an_abort_gives_acknowledged_messages_back_shared_beside_the_java_client(run: Run) -> Outcome:
+    """Acknowledged in an aborted transaction, 10 messages come back once to a Shared consumer, then are
+    acknowledged for good; by the Java client and by pulsar_txn."""
+    return _beside_java(
+        run, "txn_ack_then_abort", lambda c, t: _txn_ack_then_abort(c, t, ConsumerType.Shared), "t",
+        java_args=("Shared",),
+    )  # fmt: skip
+
+
+@scenario
+def test_an_abort_gives_acknowledged_messages_back_failover_beside_the_java_client(run: Run) -> Outcome:
+    """The same on a Failover subscription."""
+    return _beside_java(
+        run, "txn_ack_then_abort", lambda c, t: _txn_ack_then_abort(c, t, ConsumerType.Failover), "t",
+        java_args=("Failover",),
+    )  # fmt: skip
+
+
+@scenario
+def test_a_timed_out_transaction_beside_the_java_client(run: Run) -> Outcome:
+    """A 2 s transaction left alone for 4 s: its sends never show, its acknowledged input comes back, its commit
+    fails in the client and at the coordinator; by the Java client and by pulsar_txn."""
+    return _beside_java(run, "txn_timeout", _txn_timeout, "in", "out")
