@@ -7,7 +7,7 @@ taken) and asks the broker for the topic's last message id without an admin API.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pulsar_txn.core.entries import Entry, EntryConsumerCore
 from pulsar_txn.exceptions import ChecksumError, NotConnected
@@ -15,16 +15,28 @@ from pulsar_txn.message import MessageId
 from wire.message_id import MessageId as WireMessageId
 from wire.pulsar_api_pb2 import BaseCommand
 
-if TYPE_CHECKING:
-    from pulsar_txn.client import Consumer
-
 T = BaseCommand
+
+
+class EntryConsumer(Protocol):
+    """What the reader uses of the :class:`pulsar_txn.Consumer` that receives its entries (named here, so that this
+    module does not import the client that imports it)."""
+
+    _rt: Any
+
+    def receive(self, timeout_millis: int | None = None) -> Any: ...
+
+    def _check(self) -> None: ...
+
+    def is_connected(self) -> bool: ...
+
+    def close(self) -> None: ...
 
 
 class EntryReader:
     """Entries of one topic partition (or non-partitioned topic) from a start message id."""
 
-    def __init__(self, consumer: Consumer, core: EntryConsumerCore) -> None:
+    def __init__(self, consumer: EntryConsumer, core: EntryConsumerCore) -> None:
         self._consumer = consumer
         self._core = core
 

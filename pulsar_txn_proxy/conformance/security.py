@@ -152,8 +152,8 @@ class Credentials:
         return kwargs
 
     def txn_client_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of the project's transactional client (``spark.client.Client``)."""
-        from spark import client
+        """Keyword arguments of the project's transactional client (``pulsar_txn.Client``)."""
+        import pulsar_txn as client
 
         kwargs: dict[str, Any] = {}
         if self.method == "token":
@@ -165,8 +165,6 @@ class Credentials:
         elif self.method == "other":
             raise self._unsupported("the project's transactional client")
         kwargs.update(self._tls_kwargs())
-        # It checks host names unless told not to; the official clients do not unless told to.
-        kwargs["tls_validate_hostname"] = self.tls_validate_hostname
         return kwargs
 
     def _tls_kwargs(self) -> dict[str, Any]:
