@@ -453,10 +453,11 @@ class Subscription(ConsumerGroup):
             for entry_id, mask in acks:
                 done = cursor.ack(entry_id) if mask is None else cursor.ack_batch_indexes(entry_id, mask)
                 changed = True
+                # Pulsar forgets an entry's redelivery count on any individual ack of it, one batch index too.
+                self.redelivery_counts.pop(entry_id, None)
                 if done or cursor.is_acked(entry_id):
                     for holder in (consumer,) if consumer is not None else self.consumers:
                         holder.pending.discard(entry_id)
-                    self.redelivery_counts.pop(entry_id, None)
                     self._replay.discard(entry_id)
         if changed:
             self.topic.cursor_changed(self)

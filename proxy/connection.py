@@ -191,6 +191,8 @@ class PulsarConnection(protocol.Protocol):
         #: Closes a connection that does not say CONNECT in time, or leaves a frame unfinished for too long.
         self._handshake_timer: IDelayedCall | None = None
         self._frame_timer: IDelayedCall | None = None
+        #: Cuts off a closing peer that does not read (see close); cancelled once the connection is gone.
+        self._abort_timer: IDelayedCall | None = None
         #: When the frame that is buffered unfinished began to arrive (reactor seconds), or None.
         self._frame_begun: float | None = None
         self.peer = "?"
@@ -334,7 +336,7 @@ class PulsarConnection(protocol.Protocol):
         for loop in (self._keepalive, self._auth_refresh):
             if loop is not None and loop.running:
                 loop.stop()
-        for timer in (self._handshake_timer, self._frame_timer):
+        for timer in (self._handshake_timer, self._frame_timer, self._abort_timer):
             if timer is not None and timer.active():
                 timer.cancel()
         for producer in self.producers.values():
@@ -376,7 +378,8 @@ class PulsarConnection(protocol.Protocol):
         self.transport.unregisterProducer()
         self.state = State.CLOSED
         self.transport.loseConnection()
-        self.service.reactor.callLater(CLOSE_GRACE_SECONDS, self.transport.abortConnection)
+        # Aborting a connection already lost would reach into a TLS layer that is gone (Twisted raises).
+        self._abort_timer = self.service.reactor.callLater(CLOSE_GRACE_SECONDS, self.transport.abortConnection)
 
     def _keepalive_tick(self) -> None:
         if not self._heard_since_ping:

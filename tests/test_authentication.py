@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from proxy.authentication import AuthenticationError, Authenticator
 from proxy.config import Settings, SettingsError
+from proxy.connection import CLOSE_GRACE_SECONDS
 from proxy.tls import server_options
 from tests.conftest import make_client
 from tests.security import BASIC_USERS, Material
@@ -165,6 +166,21 @@ def test_refused_credentials_fail_the_client(secured: Secured, material: Materia
     client = make_client(secured.url, operation_timeout_seconds=2, **kwargs)
     # As against Pulsar 4.2.4: the C++ client retries a refused CONNECT until the operation times out.
     assert _refused(client) == "Timeout"
+
+
+@pytest.mark.parametrize("kind", ["forged token", "no credentials"])
+def test_refusal_over_tls_closes_cleanly(secured: Secured, material: Material, kind: str) -> None:
+    """A TLS connection refused its credentials closes with the refusal logged and nothing else: no Twisted
+    traceback once the close's grace period ends (the abort it arms must not touch the finished TLS layer)."""
+    already = len(secured.proc.log())
+    token = pulsar.AuthenticationToken(material.token("alice", forged=True))
+    client = _tls_client(secured, material, operation_timeout_seconds=2,
+                         **({"authentication": token} if kind == "forged token" else {}))  # fmt: skip
+    assert _refused(client) == "Timeout"
+    time.sleep(CLOSE_GRACE_SECONDS + 1.5)  # every refused connection's abort timer has fired
+    logged = secured.proc.log()[already:]
+    assert "closing connection" in logged
+    assert "Traceback" not in logged and "CRITICAL" not in logged, logged
 
 
 def test_untrusted_server_certificate_and_untrusted_client_certificate(secured: Secured, material: Material) -> None:

@@ -8,6 +8,7 @@ so they do not depend on the ledger ids a broker allocates.
 
 from __future__ import annotations
 
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +33,14 @@ Earliest = pulsar.InitialPosition.Earliest
 QUIET_MS = 300
 #: How long a new consumer waits for its first message before it counts as getting none.
 FIRST_MS = 2000
+#: How long to wait for the acknowledgements the official client groups (every 100 ms) to reach the broker.
+ACKS_S = 1.0
+#: The subscription types redelivery inside batches is looked at with.
+_REDELIVERY_KINDS = {
+    "Shared": pulsar.ConsumerType.Shared,
+    "Key_Shared": pulsar.ConsumerType.KeyShared,
+    "Failover": pulsar.ConsumerType.Failover,
+}
 
 
 def _batched(client: pulsar.Client, topic: str, batches: int, size: int, prefix: str = "m") -> None:
@@ -250,36 +259,40 @@ def _drain_all(readers: dict[str, pulsar.Reader]) -> dict[str, list[str]]:
 
 @scenario
 def test_redelivery_inside_batches(run: Run) -> Outcome:
-    """Negative acks and redeliver-unacknowledged on a Shared subscription of a batched topic."""
+    """Negative acks and redeliver-unacknowledged on Shared, Key_Shared and Failover subscriptions of a batched
+    topic, with batch-index acks off and on: which messages come back, and their redelivery counts. Each request
+    waits until the acks before it reached the broker (the client sends them grouped every 100 ms)."""
     client = run.client()
     topic = run.topic("t")
     _batched(client, topic, 2, 5)
     outcome: Outcome = {}
-    for batch_index_ack in (False, True):
-        consumer = client.subscribe(
-            topic,
-            f"sub-{batch_index_ack}",
-            consumer_type=pulsar.ConsumerType.Shared,
-            initial_position=Earliest,
-            negative_ack_redelivery_delay_ms=100,
-            batch_index_ack_enabled=batch_index_ack,
-        )
-        received = receive_n(consumer, 10)
-        for message in received[:2] + received[5:7]:
-            consumer.acknowledge(message)
-        consumer.negative_acknowledge(received[3])
-        again = drain(consumer, 1000)
-        outcome[f"after nack batch_index_ack={batch_index_ack}"] = sorted(
-            (m.data().decode(), m.redelivery_count()) for m in again
-        )
-        for message in again:
-            if message.data().decode() != "m0-3":
+    for kind, consumer_type in _REDELIVERY_KINDS.items():
+        for batch_index_ack in (False, True):
+            consumer = client.subscribe(
+                topic,
+                f"sub-{kind}-{batch_index_ack}",
+                consumer_type=consumer_type,
+                initial_position=Earliest,
+                negative_ack_redelivery_delay_ms=100,
+                batch_index_ack_enabled=batch_index_ack,
+            )
+            case = f"{kind} batch_index_ack={batch_index_ack}"
+            received = receive_n(consumer, 10)
+            for message in received[:2] + received[5:7]:
                 consumer.acknowledge(message)
-        consumer.redeliver_unacknowledged_messages()
-        outcome[f"after redeliver batch_index_ack={batch_index_ack}"] = sorted(
-            (m.data().decode(), m.redelivery_count()) for m in drain(consumer, 1000)
-        )
-        consumer.close()
+            time.sleep(ACKS_S)
+            consumer.negative_acknowledge(received[3])
+            again = drain(consumer, 1000)
+            outcome[f"after nack {case}"] = sorted((m.data().decode(), m.redelivery_count()) for m in again)
+            for message in again:
+                if message.data().decode() != "m0-3":
+                    consumer.acknowledge(message)
+            time.sleep(ACKS_S)
+            consumer.redeliver_unacknowledged_messages()
+            outcome[f"after redeliver {case}"] = sorted(
+                (m.data().decode(), m.redelivery_count()) for m in drain(consumer, 1000)
+            )
+            consumer.close()
     return outcome
 
 
