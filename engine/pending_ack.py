@@ -5,7 +5,10 @@ individually (in any transaction), or of one the cursor already acknowledged, is
 is a cumulative ack of another transaction while one is pending, or one not after the mark-delete position.
 Positions held by individual acks are not dispatched; those under a pending cumulative ack are (on a rewind).
 Commit applies the transaction's acks to the cursor; abort releases them. Every held ack is a redo record in
-the store, removed in the same store transaction that applies or releases it.
+the store. As Pulsar's pending-ack log, the end is first recorded durably (an end record, in the commit that ends
+the transaction), and applied or released only then; the cursor that applies it and the removal of the records go
+into a later commit together, and recovery applies an end record it finds. An end whose record was lost (a failed
+commit) leaves the acks held, to be ended again.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ class PendingAck:
         self.txns: dict[TxnId, _TxnAcks] = {}
         #: The transaction holding a cumulative ack, its entry and that entry's still-unacknowledged indexes.
         self.cumulative: tuple[TxnId, int, int | None] | None = None
+        #: Transactions whose end record is staged, not durable yet.
+        self._ending: set[TxnId] = set()
 
     # -- queries used by dispatch --------------------------------------------------------------
 
@@ -165,13 +170,30 @@ class PendingAck:
     # -- ending --------------------------------------------------------------------------------
 
     def end(self, txn: TxnId, action: TxnAction) -> None:
-        """Commit (apply) or abort (release) what ``txn`` holds; the transaction is then forgotten here."""
-        state = self.txns.pop(txn, None)
-        if state is None:
-            return  # nothing held, nothing recorded: an id that names no transaction of ours is not written
+        """Record the end of ``txn`` here; once the record is durable, commit (apply) or abort (release) what it
+        holds, and forget it."""
+        if txn not in self.txns or txn in self._ending:
+            return  # nothing held, nothing recorded (an id that names no transaction of ours), or ending already
+        sub = self.subscription
+        self._ending.add(txn)
+        record = json.dumps({"end": action.name.lower()})
+        sub.topic.store.stage_pending_ack(sub.topic.topic_id, sub.name, txn, record)
+        sub.topic.broker.after_commit(lambda result: self._recorded(txn, action, result), None)
+
+    def _recorded(self, txn: TxnId, action: TxnAction, result: object) -> None:
+        self._ending.discard(txn)
+        if isinstance(result, BaseException):
+            return  # the end record was lost: the acks stay held until the transaction is ended again
+        self._apply_end(txn, action)
+
+    def _apply_end(self, txn: TxnId, action: TxnAction) -> None:
+        """Apply or release what ``txn`` holds, and stage the removal of its records (with the cursor it changed)."""
         sub = self.subscription
         sub.topic.store.stage_pending_ack_removal(sub.topic.topic_id, sub.name, txn)
         sub.topic.broker.request_flush()
+        state = self.txns.pop(txn, None)
+        if state is None:
+            return
         for entry_id in state.individual:
             held = self.held.get(entry_id)
             if held is not None:
@@ -194,9 +216,12 @@ class PendingAck:
             sub.redeliver_released(list(state.individual))
 
     def recover(self, records: list[tuple[TxnId, str]]) -> None:
-        """Rebuild from redo records."""
+        """Rebuild from redo records; apply the ends recorded (a crash came before their cursor was written)."""
         for txn, text in records:
             record = json.loads(text)
+            if "end" in record:
+                self._apply_end(txn, TxnAction[record["end"].upper()])
+                continue
             acks = [(e, None if m is None else int(m, 16), s) for e, m, s in record["acks"]]
             try:
                 self.acknowledge(txn, None, acks, record["cumulative"], replay=True)

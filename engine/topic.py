@@ -378,6 +378,7 @@ class Topic(ProducerHost):
         if upto > self.last_confirmed:
             self.last_add_ms = now_ms(self.broker.clock)
         self.last_confirmed = max(self.last_confirmed, upto)
+        self.txn_buffer.confirmed(self.last_confirmed)
         self._cursors_in_flight = {}
         self._persisted_sequences.update(self._sequences)
         self._cache.confirm(self.last_confirmed)
@@ -463,7 +464,8 @@ class Topic(ProducerHost):
             self.broker.staged(self)
 
     def stage_cursors(self) -> None:
-        """Write every changed cursor into the store's staging area."""
+        """Write every changed cursor (and a transaction-buffer snapshot taken) into the store's staging area."""
+        self.txn_buffer.stage_snapshot_write()
         for subscription in self._dirty_cursors:
             self.store.stage_cursor(self.topic_id, subscription.name, subscription.cursor.dumps())
         self._cursors_in_flight, self._dirty_cursors = self._dirty_cursors, {}

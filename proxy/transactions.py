@@ -248,6 +248,9 @@ def check_transactional_send(connection: PulsarConnection, producer: Producer, t
             raise ended_below_low_water_mark(txn)
         return
     if meta.status is not TxnStatus.OPEN:
+        if buffer.ending(txn):
+            # Its marker is written here already: an entry after it would be neither ended nor hidden.
+            raise ended_below_low_water_mark(txn)
         return
     coordinators.enlist_partition(txn, producer.topic.name.full)  # type: ignore[union-attr]
     producer.accepted_txn = meta
