@@ -183,6 +183,10 @@ class Topic(ProducerHost):
         self.subscriptions: dict[str, Subscription] = {}
         self._sequences = self.store.producer_sequences(self.topic_id)
         self._persisted_sequences = dict(self._sequences)
+        #: Sequence ids staged since the last commit was made, and those of the commit in flight: only a commit that
+        #: succeeds makes its own durable (a later commit may still fail).
+        self._sequences_staged: dict[str, int] = {}
+        self._sequences_in_flight: dict[str, int] = {}
         #: ``(namespace policy generation, deduplication on)``, so that a publish need not look the policy up.
         self._deduplication = (-1, False)
         self._dirty_cursors: dict[Subscription, None] = {}
@@ -331,7 +335,7 @@ class Topic(ProducerHost):
             if sequence_id <= self._sequences.get(producer.name, -1):
                 self.broker.after_commit(done, DUPLICATE)
                 return
-            self._sequences[producer.name] = highest
+            self._sequences[producer.name] = self._sequences_staged[producer.name] = highest
             self.store.stage_sequence(self.topic_id, producer.name, highest)
         if txn is not None and (metadata.txnid_most_bits, metadata.txnid_least_bits) != txn:
             # Recovery finds transactions through the stored metadata, so it must name the transaction.
@@ -380,7 +384,8 @@ class Topic(ProducerHost):
         self.last_confirmed = max(self.last_confirmed, upto)
         self.txn_buffer.confirmed(self.last_confirmed)
         self._cursors_in_flight = {}
-        self._persisted_sequences.update(self._sequences)
+        self._persisted_sequences.update(self._sequences_in_flight)
+        self._sequences_in_flight = {}
         self._cache.confirm(self.last_confirmed)
         for subscription in list(self.subscriptions.values()):
             subscription.dispatch()
@@ -391,6 +396,7 @@ class Topic(ProducerHost):
         self._cache.drop_unconfirmed()
         self.next_entry_id = self.last_confirmed + 1
         self._sequences = dict(self._persisted_sequences)
+        self._sequences_staged, self._sequences_in_flight = {}, {}
         self.txn_buffer.rolled_back(self.last_confirmed)
         self._dirty_cursors |= {s: None for s in self._cursors_in_flight if self.subscriptions.get(s.name) is s}
         self._cursors_in_flight = {}
@@ -464,8 +470,10 @@ class Topic(ProducerHost):
             self.broker.staged(self)
 
     def stage_cursors(self) -> None:
-        """Write every changed cursor (and a transaction-buffer snapshot taken) into the store's staging area."""
+        """Write every changed cursor (and a transaction-buffer snapshot taken) into the store's staging area, as a
+        commit is made; the sequence ids staged so far are this commit's."""
         self.txn_buffer.stage_snapshot_write()
+        self._sequences_in_flight, self._sequences_staged = self._sequences_staged, {}
         for subscription in self._dirty_cursors:
             self.store.stage_cursor(self.topic_id, subscription.name, subscription.cursor.dumps())
         self._cursors_in_flight, self._dirty_cursors = self._dirty_cursors, {}

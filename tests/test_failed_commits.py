@@ -170,6 +170,23 @@ def test_a_failed_first_step_of_a_delayed_end_is_not_answered_with_success(tmp_p
     h.close()
 
 
+def test_a_sequence_id_is_stored_only_by_the_commit_that_carries_it(tmp_path: Path) -> None:
+    h = FailingHarness(tmp_path, deduplication=True)
+    h.commits.holding = True
+    h.send(b"a")  # sequence 1: its commit is in flight
+    h.send(b"b")  # sequence 2: staged for the next commit
+    h.commits.release()  # the first commit succeeds
+    h.commits.fail_next = 1
+    h.run()  # the second fails
+    assert h.results[0] == 0 and isinstance(h.results[1], BrokerError), h.results
+    assert h.topic.last_sequence_id("p") == 1
+    # The resend of sequence 2 is stored, not dropped as a duplicate of what the failed commit lost.
+    h.seq = 1
+    h.send(b"b")
+    assert h.results[-1] == 1, h.results
+    h.close()
+
+
 def test_a_snapshot_lost_with_its_commit_is_taken_again(tmp_path: Path) -> None:
     h = FailingHarness(tmp_path, snapshot_policy=SnapshotPolicy(1000, 5.0))
     txn = h.new_txn()
