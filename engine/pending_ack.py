@@ -41,6 +41,23 @@ class _TxnAcks:
     cumulative: tuple[int, int | None] | None = None
 
 
+#: Marks an entry no transaction held before an acknowledgement.
+_ABSENT = object()
+
+
+@dataclass
+class _Undo:
+    """What one acknowledgement changed, to take back if its record is lost."""
+
+    created: bool
+    cumulative: tuple[int, int | None] | None
+    held_cumulative: tuple[TxnId, int, int | None] | None
+    #: (entry id, what the transaction held of it before or _ABSENT, its entry in the transaction's acks or None)
+    individual: list[tuple[int, object, tuple[int | None, int] | None]] = field(default_factory=list)
+    #: Entries the consumer held as delivered before.
+    delivered: list[int] = field(default_factory=list)
+
+
 def _cumulative_rank(entry_id: int, unacked: int | None) -> tuple[int, int]:
     """Orders cumulative positions as Pulsar's compareToWithAckSet: by entry, then by fewer indexes left."""
     return entry_id, -(unacked or 0).bit_count()
@@ -109,7 +126,9 @@ class PendingAck:
         sub = self.subscription
         if not replay:
             sub.topic.broker.coordinators.enlist_subscription(txn, sub.topic.name.full, sub.name)
+        created = txn not in self.txns
         state = self.txns.setdefault(txn, _TxnAcks())
+        undo = _Undo(created, state.cumulative, self.cumulative)
         if cumulative:
             entry_id, unacked, _ = acks[0]
             state.cumulative = (entry_id, unacked)
@@ -118,19 +137,46 @@ class PendingAck:
             for entry_id, unacked, size in acks:
                 acked = None if unacked is None else ((1 << size) - 1) & ~unacked
                 holders = self.held.setdefault(entry_id, {})
+                undo.individual.append((entry_id, holders.get(txn, _ABSENT), state.individual.get(entry_id)))
                 previous = holders.get(txn, 0)
                 holders[txn] = None if acked is None or previous is None else previous | acked
                 state.individual[entry_id] = (holders[txn], size)
-                if consumer is not None and acked is None:
+                if consumer is not None and acked is None and entry_id in consumer.pending:
                     # A batch-index ack leaves the consumer holding the entry's other indexes.
                     consumer.pending.discard(entry_id)
+                    undo.delivered.append(entry_id)
         if not replay:
             record = {
                 "cumulative": cumulative,
                 "acks": [[e, None if m is None else format(m, "x"), s] for e, m, s in acks],
             }
             sub.topic.store.stage_pending_ack(sub.topic.topic_id, sub.name, txn, json.dumps(record))
-            sub.topic.broker.request_flush()
+            sub.topic.broker.after_commit(lambda result: self._stored(txn, consumer, undo, result), None)
+
+    def _stored(self, txn: TxnId, consumer: Consumer | None, undo: _Undo, result: object) -> None:
+        """The record of an acknowledgement was stored, or lost with its commit: then, as in Pulsar (which holds an
+        acknowledgement once its record is written), it is not held, and the consumer holds its entries again."""
+        state = self.txns.get(txn)
+        if not isinstance(result, BaseException) or state is None or txn in self._ending:
+            return
+        for entry_id, holder, kept in reversed(undo.individual):
+            holders = self.held.get(entry_id, {})
+            if holder is _ABSENT:
+                holders.pop(txn, None)
+                if not holders:
+                    self.held.pop(entry_id, None)
+            else:
+                holders[txn] = holder  # type: ignore[assignment]
+            if kept is None:
+                state.individual.pop(entry_id, None)
+            else:
+                state.individual[entry_id] = kept
+        state.cumulative = undo.cumulative
+        self.cumulative = undo.held_cumulative
+        if undo.created and not state.individual and state.cumulative is None:
+            del self.txns[txn]
+        if consumer is not None and consumer in self.subscription.consumers:
+            consumer.pending.update(e for e in undo.delivered if not self.subscription.cursor.is_acked(e))
 
     def _check_individual(self, txn: TxnId, acks: list[Ack]) -> None:
         cursor = self.subscription.cursor

@@ -21,6 +21,7 @@ from twisted.internet.task import LoopingCall
 from twisted.python.failure import Failure
 
 from engine.authorization import TenantNotFoundError
+from engine.broker import COMMIT_RETRY_SECONDS
 from engine.clock import now_ms
 from engine.cursor import mask_to_words, words_to_mask
 from engine.errors import BrokerError
@@ -808,9 +809,17 @@ class PulsarConnection(protocol.Protocol):
         consumer = self.consumers.pop(request.consumer_id, None)
         if consumer is not None and consumer.subscription is not None:
             consumer.subscription.remove_consumer(consumer)
+
         # Answer once the acknowledgements sent before the close are durable: a client that closed its
-        # consumer must not get those messages again, even if the server is killed right after.
-        self.broker.after_commit(lambda _: self.send(T.SUCCESS, request_id=request.request_id), None)
+        # consumer must not get those messages again, even if the server is killed right after. A commit that
+        # failed (a full disk) is written again after a pause: the answer waits for one that succeeds.
+        def answer(result: object) -> None:
+            if isinstance(result, BrokerError):
+                self.service.reactor.callLater(COMMIT_RETRY_SECONDS, self.broker.after_commit, answer, None)
+            else:
+                self.send(T.SUCCESS, request_id=request.request_id)
+
+        self.broker.after_commit(answer, None)
 
     def _on_seek(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.seek

@@ -293,4 +293,7 @@ def transactional_ack(connection: PulsarConnection, consumer: Consumer | None, r
     except BrokerError as exc:
         connection.ack_response(request, exc)
         return
-    connection.broker.after_commit(lambda _: connection.ack_response(request, None), None)
+    # Answered once the acknowledgements are held durably, or with the error of the commit that lost them.
+    connection.broker.after_commit(
+        lambda result: connection.ack_response(request, result if isinstance(result, BrokerError) else None), None
+    )

@@ -201,3 +201,25 @@ def test_a_snapshot_lost_with_its_commit_is_taken_again(tmp_path: Path) -> None:
     h.subscribe("all", SubType.EXCLUSIVE)
     assert h.sink.payloads() == []  # the abort is recovered: t1 stays hidden
     h.close()
+
+
+def test_a_transactional_ack_whose_record_is_lost_is_not_held(tmp_path: Path) -> None:
+    h = FailingHarness(tmp_path)
+    h.send(b"m0")
+    consumer = h.subscribe("in", SubType.SHARED)
+    subscription = h.topic.subscriptions["in"]
+    txn = h.new_txn()
+    h.broker.coordinators.add_subscriptions(txn, [(TOPIC, "in")], h.results.append)
+    h.commits.fail_next = 1
+    subscription.pending_ack.acknowledge(txn, consumer, [(0, None, 1)], cumulative=False)
+    h.run()
+    # As in Pulsar, which holds an acknowledgement once its record is written: nothing is held, and the consumer
+    # holds m0 again, so that its redelivery request (the client's answer to the failed ACK) gives it back.
+    assert not subscription.pending_ack.held and txn not in subscription.pending_ack.txns
+    subscription.redeliver(consumer, [0])
+    h.run()
+    assert h.sink.payloads() == [b"m0", b"m0"]
+    # The transaction commits without it: m0 stays unacknowledged.
+    h.end(txn, TxnAction.COMMIT)
+    assert h.results[-1] is None and not subscription.cursor.is_acked(0)
+    h.close()
