@@ -371,6 +371,13 @@ class Coordinators:
             meta.held = False
             self._finish(meta)
 
+    def records_lost(self, records: list[tuple[int, int, str]]) -> None:
+        """Log records a failed commit lost: stage again those of transactions that are still live (the next commit
+        carries them), so that a restart knows what was answered of them."""
+        for tc_id, least, text in records:
+            if self.live(TxnId(tc_id, least)) is not None:
+                self.store.stage_txn_record(tc_id, least, text)
+
     def _record(self, meta: TxnMeta, record: dict[str, Any]) -> None:
         # Staged only: the commit that carries it is the next one somebody waits for (see the module docstring).
         self.store.stage_txn_record(meta.txn.most, meta.txn.least, json.dumps(record))

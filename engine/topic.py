@@ -190,6 +190,8 @@ class Topic(ProducerHost):
         #: ``(namespace policy generation, deduplication on)``, so that a publish need not look the policy up.
         self._deduplication = (-1, False)
         self._dirty_cursors: dict[Subscription, None] = {}
+        #: A failed commit lost entries of this topic (its producers are disconnected once they are told).
+        self.lost_entries = False
         #: Cursors staged for the commit in flight: written again if it fails.
         self._cursors_in_flight: dict[Subscription, None] = {}
         for sub_name, state in self.store.cursors(self.topic_id).items():
@@ -393,6 +395,7 @@ class Topic(ProducerHost):
     def commit_failed(self) -> bool:
         """Staged entries were lost: forget them (their producers are told). Cursors staged with them are changed
         again, to be written by a later commit; True if there are any."""
+        self.lost_entries = self.next_entry_id > self.last_confirmed + 1
         self._cache.drop_unconfirmed()
         self.next_entry_id = self.last_confirmed + 1
         self._sequences = dict(self._persisted_sequences)
@@ -401,6 +404,16 @@ class Topic(ProducerHost):
         self._dirty_cursors |= {s: None for s in self._cursors_in_flight if self.subscriptions.get(s.name) is s}
         self._cursors_in_flight = {}
         return bool(self._dirty_cursors)
+
+    def disconnect_producers(self) -> None:
+        """Close every producer (after entries were lost), as Pulsar fences a topic whose write failed and disconnects
+        its producers: their clients create them again and resend what was not receipted, in order. A send already on
+        its way from a closed producer is not taken, so it cannot be stored ahead of the lost ones (and make
+        deduplication drop their resends)."""
+        self.lost_entries = False
+        for producer in list(self.producers):
+            self.remove_producer(producer)
+            producer.sink.close_producer(producer)
 
     # -- subscriptions -----------------------------------------------------------------------
 

@@ -21,7 +21,6 @@ from twisted.internet.task import LoopingCall
 from twisted.python.failure import Failure
 
 from engine.authorization import TenantNotFoundError
-from engine.broker import COMMIT_RETRY_SECONDS
 from engine.clock import now_ms
 from engine.cursor import mask_to_words, words_to_mask
 from engine.errors import BrokerError
@@ -812,14 +811,9 @@ class PulsarConnection(protocol.Protocol):
 
         # Answer once the acknowledgements sent before the close are durable: a client that closed its
         # consumer must not get those messages again, even if the server is killed right after. A commit that
-        # failed (a full disk) is written again after a pause: the answer waits for one that succeeds.
-        def answer(result: object) -> None:
-            if isinstance(result, BrokerError):
-                self.service.reactor.callLater(COMMIT_RETRY_SECONDS, self.broker.after_commit, answer, None)
-            else:
-                self.send(T.SUCCESS, request_id=request.request_id)
-
-        self.broker.after_commit(answer, None)
+        # failed (a full disk) is answered all the same, as Pulsar answers a close at once: the cursor is written
+        # again after a pause, and waiting for that would hold the client's close for as long as the disk is full.
+        self.broker.after_commit(lambda _: self.send(T.SUCCESS, request_id=request.request_id), None)
 
     def _on_seek(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.seek

@@ -223,3 +223,36 @@ def test_a_transactional_ack_whose_record_is_lost_is_not_held(tmp_path: Path) ->
     h.end(txn, TxnAction.COMMIT)
     assert h.results[-1] is None and not subscription.cursor.is_acked(0)
     h.close()
+
+
+def test_a_topic_whose_write_failed_disconnects_its_producers(tmp_path: Path) -> None:
+    h = FailingHarness(tmp_path, deduplication=True)
+    closed: list[Producer] = []
+    h.sink.close_producer = closed.append  # type: ignore[method-assign]
+    h.commits.fail_next = 1
+    h.send(b"a")  # sequence 1: lost
+    assert isinstance(h.results[-1], BrokerError)
+    # As Pulsar's addFailed fences the topic and disconnects its producers: a send of that producer already on its
+    # way (sequence 2) finds no producer, and cannot be stored ahead of sequence 1's resend.
+    assert closed == [h.producer] and h.producer not in h.topic.producers
+    h.close()
+
+
+def test_log_records_a_failed_commit_lost_are_written_again(tmp_path: Path) -> None:
+    h = FailingHarness(tmp_path)
+    h.new_txn()  # reserves a block of ids (answered once stored)
+    txn = h.new_txn()  # answered at once from the block: its open record waits for a later commit
+    h.commits.fail_next = 1
+    h.send(b"plain")  # the commit that carries the open record fails
+    h.add_partition(txn)
+    h.send(b"t1", txn)  # a commit that succeeds
+    assert h.results[-1] == 0
+    h = _restart(h, tmp_path)
+    # The coordinator knows the transaction after the restart: it ends it (a timeout aborts it), and t1 never blocks
+    # the partition.
+    assert h.broker.coordinators.live(txn) is not None
+    h.send(b"after")
+    h.clock.advance(120)
+    h.subscribe("all", SubType.EXCLUSIVE)
+    assert h.sink.payloads() == [b"after"]
+    h.close()
