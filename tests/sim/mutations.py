@@ -83,10 +83,10 @@ def _success_after_failed_commit() -> Callable[[], None]:
     original = Coordinators._end_failed
 
     def end_failed(self: Coordinators, meta: Any, error: Any) -> None:
+        meta.held = True  # nobody ends it again: the client was told it ended
         waiters, meta.waiters = meta.waiters, []
         for waiter in waiters:
             waiter(None)  # success, although the commit of the end failed
-        original(self, meta, error)
 
     Coordinators._end_failed = end_failed  # type: ignore[method-assign]
     return lambda: setattr(Coordinators, "_end_failed", original)
@@ -139,17 +139,6 @@ def _sequences_stored_by_earlier_commit() -> Callable[[], None]:
     return lambda: setattr(Topic, "committed", original)
 
 
-def _snapshot_lost_unnoticed() -> Callable[[], None]:
-    original = TransactionBuffer.rolled_back
-
-    def rolled_back(self: TransactionBuffer, last_confirmed: int) -> None:
-        self._snapshot_in_flight, self._snapshot_text = False, None  # lost, and has_snapshot still says there is one
-        original(self, last_confirmed)
-
-    TransactionBuffer.rolled_back = rolled_back  # type: ignore[method-assign]
-    return lambda: setattr(TransactionBuffer, "rolled_back", original)
-
-
 def _acks_lost_by_failed_commit() -> Callable[[], None]:
     original = Topic.commit_failed
 
@@ -183,6 +172,12 @@ def _txn_ids_reserved_before_stored() -> Callable[[], None]:
 
     Broker.after_commit = after_commit  # type: ignore[method-assign]
     return lambda: setattr(Broker, "after_commit", original)
+
+
+def _producers_kept_after_lost_write() -> Callable[[], None]:
+    original = Topic.disconnect_producers
+    Topic.disconnect_producers = lambda self: None  # type: ignore[method-assign]
+    return lambda: setattr(Topic, "disconnect_producers", original)
 
 
 #: name -> (what the defect is, how to inject it: returns how to take it away)
@@ -219,9 +214,9 @@ MUTATIONS: dict[str, tuple[str, Callable[[], Callable[[], None]]]] = {
         "a commit takes as stored the sequence ids staged for the next one (deduplication drops their resends)",
         _sequences_stored_by_earlier_commit,
     ),
-    "snapshot-lost-unnoticed": (
-        "a transaction-buffer snapshot lost with a failed commit counts as taken (recovery may start from none)",
-        _snapshot_lost_unnoticed,
+    "producers-kept-after-lost-write": (
+        "a topic whose write failed keeps its producers (a send on its way is stored ahead of the lost ones)",
+        _producers_kept_after_lost_write,
     ),
     "acks-lost-by-failed-commit": (
         "the cursors staged with a failed group commit are not written again (their acknowledgements are lost)",
