@@ -404,7 +404,7 @@ class Broker:
         self._commit_in_flight = True
         self.commits.run(
             lambda: self.store.write(staged),
-            lambda error: self._committed(topics, marks, completions, error),
+            lambda error: self._committed(topics, marks, completions, error, staged),
             small=bool(completions) and _is_small(staged),
         )
 
@@ -414,10 +414,11 @@ class Broker:
         marks: dict[Topic, int],
         completions: list[tuple[Callable[[Any], None], Any]],
         error: BaseException | None,
+        staged: StagedWrites | None = None,
     ) -> None:
         self._commit_in_flight = False
         if error is not None:
-            self._commit_failed(topics, completions, error)
+            self._commit_failed(topics, completions, error, staged)
             return
         if self._failed_commits:
             log.warning("the store is writable again after %d failed commits", self._failed_commits)
@@ -432,11 +433,18 @@ class Broker:
             self.request_flush()
 
     def _commit_failed(
-        self, topics: dict[Topic, None], completions: list[tuple[Callable[[Any], None], Any]], error: BaseException
+        self,
+        topics: dict[Topic, None],
+        completions: list[tuple[Callable[[Any], None], Any]],
+        error: BaseException,
+        staged: StagedWrites | None,
     ) -> None:
-        """Tell the clients whose writes were lost; write the lost acknowledgements again after a pause."""
+        """Tell the clients whose writes were lost; write the lost acknowledgements and the lost records of open
+        transactions again (the acknowledgements after a pause)."""
         # What was staged after this commit builds on it: it is lost too.
-        self.store.take_staged()
+        later = self.store.take_staged()
+        lost_records = [*(staged.txn_records if staged else ()), *(later.txn_records if later else ())]
+        self.coordinators.records_lost(lost_records)
         lost = topics | self._staged_topics
         completions += self._completions
         self._staged_topics, self._completions = {}, []
@@ -450,6 +458,9 @@ class Broker:
         failure = BrokerError(ServerError.PersistenceError, f"Failed to persist: {error}")
         for callback, _ in completions:
             callback(failure)
+        for topic in lost:
+            if topic.lost_entries:
+                topic.disconnect_producers()
 
     def close(self) -> None:
         """Wait for the commit in flight, commit what is staged, and close the store."""

@@ -5,7 +5,10 @@ in one store transaction, the markers on every produced partition, the acknowled
 subscription and the removal of the transaction from the log. Both go into the same store transaction
 (where the first, deleted by the second, need not be written) unless an end delay (a testing aid)
 separates them; then a crash between the two leaves a COMMITTING/ABORTING record that recovery
-finishes. A crash before the first leaves an OPEN transaction that recovery times out.
+finishes. A crash before the first leaves an OPEN transaction that recovery times out. Partitions, subscriptions
+and the coordinator apply an end only once it is durable: a commit that fails (a full disk) leaves the transaction
+COMMITTING/ABORTING, answers END_TXN with the error, and the end is tried again (by the client, or by the
+coordinator after a pause), as Pulsar's coordinator retries the markers it could not write.
 
 Replies wait for durability only where a crash could otherwise break a promise. Every commit carries
 everything staged before it, in order, so a record is durable before any later reply that waited for
@@ -72,6 +75,8 @@ SEQUENCE_BLOCK = 1000
 #: The tick of Pulsar's transaction timeout tracker. A transaction whose timeout is shorter (zero and negative ones
 #: included) times out as it opens; its abort is in flight for one tick, and ending it then fails as in Pulsar.
 TIMEOUT_TICK_MS = 100
+#: Seconds before a coordinator tries again to end a transaction whose end a failed commit lost.
+END_RETRY_SECONDS = 1.0
 #: System topic whose partitions stand for the coordinators; clients discover them through it.
 COORDINATOR_ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
 
@@ -324,14 +329,21 @@ class Coordinators:
         self.timeouts.discard(meta.txn)
         if delay_ms:
             self._record(meta, {"op": "status", "status": target.value})
-            self.broker.after_commit(lambda _: self.clock.call_later(delay_ms / 1000, lambda: self._finish(meta)), None)
+            self.broker.after_commit(lambda result: self._status_stored(meta, result, delay_ms), None)
         else:
             # Both steps in one store transaction: all or nothing, and one fsync less per transaction. The status
             # record would be deleted by the transaction that writes it, so it is not written at all.
             self._finish(meta)
 
+    def _status_stored(self, meta: TxnMeta, result: Any, delay_ms: int) -> None:
+        if isinstance(result, BrokerError):
+            self._end_failed(meta, result)
+        else:
+            self.clock.call_later(delay_ms / 1000, lambda: self._finish(meta))
+
     def _finish(self, meta: TxnMeta) -> None:
-        """The second durable step: markers, acknowledgements, and removal from the log."""
+        """The second durable step: markers, acknowledgements, and removal from the log, in one commit. The
+        partitions and subscriptions end the transaction, and the coordinator forgets it, once that is durable."""
         action = TxnAction.COMMIT if meta.status is TxnStatus.COMMITTING else TxnAction.ABORT
         coordinator = self.coordinators[meta.txn.most]
         low_water_mark = coordinator.low_water_mark()
@@ -347,18 +359,45 @@ class Coordinators:
             marks = self.pending_ack_marks.get((topic_name, sub_name))
             if marks is not None:
                 marks[meta.txn.most] = max(marks.get(meta.txn.most, -1), low_water_mark)
+        self.store.stage_txn_removal(meta.txn.most, meta.txn.least)
+        self.broker.after_commit(lambda result: self._finished(meta, action, result), None)
+
+    def _finished(self, meta: TxnMeta, action: TxnAction, result: Any) -> None:
+        if isinstance(result, BrokerError):
+            self._end_failed(meta, result)
+            return
+        coordinator = self.coordinators[meta.txn.most]
         meta.status = ENDED[action]
         coordinator.txns.pop(meta.txn.least, None)
-        self.store.stage_txn_removal(meta.txn.most, meta.txn.least)
         if action is TxnAction.COMMIT:
             coordinator.stats.committed += 1
         else:
             coordinator.stats.aborted += 1
         waiters, meta.waiters = meta.waiters, []
         for waiter in waiters:
-            self.broker.after_commit(waiter, None)
-        if not waiters:
-            self.broker.request_flush()
+            waiter(None)
+
+    def _end_failed(self, meta: TxnMeta, error: BrokerError) -> None:
+        """A commit of the end was lost (a full disk). As in Pulsar, the transaction stays COMMITTING/ABORTING; its
+        END_TXN fails and may be sent again, and the coordinator tries again itself after a pause."""
+        log.warning("ending %s failed (%s); trying again in %g s", meta.txn, error.message, END_RETRY_SECONDS)
+        meta.held = True
+        waiters, meta.waiters = meta.waiters, []
+        for waiter in waiters:
+            waiter(error)
+        self.clock.call_later(END_RETRY_SECONDS, lambda: self._retry_end(meta))
+
+    def _retry_end(self, meta: TxnMeta) -> None:
+        if meta.held and self.live(meta.txn) is meta:
+            meta.held = False
+            self._finish(meta)
+
+    def records_lost(self, records: list[tuple[int, int, str]]) -> None:
+        """Log records a failed commit lost: stage again those of transactions that are still live (the next commit
+        carries them), so that a restart knows what was answered of them."""
+        for tc_id, least, text in records:
+            if self.live(TxnId(tc_id, least)) is not None:
+                self.store.stage_txn_record(tc_id, least, text)
 
     def _record(self, meta: TxnMeta, record: dict[str, Any]) -> None:
         # Staged only: the commit that carries it is the next one somebody waits for (see the module docstring).

@@ -5,7 +5,10 @@ individually (in any transaction), or of one the cursor already acknowledged, is
 is a cumulative ack of another transaction while one is pending, or one not after the mark-delete position.
 Positions held by individual acks are not dispatched; those under a pending cumulative ack are (on a rewind).
 Commit applies the transaction's acks to the cursor; abort releases them. Every held ack is a redo record in
-the store, removed in the same store transaction that applies or releases it.
+the store. As Pulsar's pending-ack log, the end is first recorded durably (an end record, in the commit that ends
+the transaction), and applied or released only then; the cursor that applies it and the removal of the records go
+into a later commit together, and recovery applies an end record it finds. An end whose record was lost (a failed
+commit) leaves the acks held, to be ended again.
 """
 
 from __future__ import annotations
@@ -38,6 +41,23 @@ class _TxnAcks:
     cumulative: tuple[int, int | None] | None = None
 
 
+#: Marks an entry no transaction held before an acknowledgement.
+_ABSENT = object()
+
+
+@dataclass
+class _Undo:
+    """What one acknowledgement changed, to take back if its record is lost."""
+
+    created: bool
+    cumulative: tuple[int, int | None] | None
+    held_cumulative: tuple[TxnId, int, int | None] | None
+    #: (entry id, what the transaction held of it before or _ABSENT, its entry in the transaction's acks or None)
+    individual: list[tuple[int, object, tuple[int | None, int] | None]] = field(default_factory=list)
+    #: Entries the consumer held as delivered before.
+    delivered: list[int] = field(default_factory=list)
+
+
 def _cumulative_rank(entry_id: int, unacked: int | None) -> tuple[int, int]:
     """Orders cumulative positions as Pulsar's compareToWithAckSet: by entry, then by fewer indexes left."""
     return entry_id, -(unacked or 0).bit_count()
@@ -60,6 +80,8 @@ class PendingAck:
         self.txns: dict[TxnId, _TxnAcks] = {}
         #: The transaction holding a cumulative ack, its entry and that entry's still-unacknowledged indexes.
         self.cumulative: tuple[TxnId, int, int | None] | None = None
+        #: Transactions whose end record is staged, not durable yet.
+        self._ending: set[TxnId] = set()
 
     # -- queries used by dispatch --------------------------------------------------------------
 
@@ -104,7 +126,9 @@ class PendingAck:
         sub = self.subscription
         if not replay:
             sub.topic.broker.coordinators.enlist_subscription(txn, sub.topic.name.full, sub.name)
+        created = txn not in self.txns
         state = self.txns.setdefault(txn, _TxnAcks())
+        undo = _Undo(created, state.cumulative, self.cumulative)
         if cumulative:
             entry_id, unacked, _ = acks[0]
             state.cumulative = (entry_id, unacked)
@@ -113,19 +137,46 @@ class PendingAck:
             for entry_id, unacked, size in acks:
                 acked = None if unacked is None else ((1 << size) - 1) & ~unacked
                 holders = self.held.setdefault(entry_id, {})
+                undo.individual.append((entry_id, holders.get(txn, _ABSENT), state.individual.get(entry_id)))
                 previous = holders.get(txn, 0)
                 holders[txn] = None if acked is None or previous is None else previous | acked
                 state.individual[entry_id] = (holders[txn], size)
-                if consumer is not None and acked is None:
+                if consumer is not None and acked is None and entry_id in consumer.pending:
                     # A batch-index ack leaves the consumer holding the entry's other indexes.
                     consumer.pending.discard(entry_id)
+                    undo.delivered.append(entry_id)
         if not replay:
             record = {
                 "cumulative": cumulative,
                 "acks": [[e, None if m is None else format(m, "x"), s] for e, m, s in acks],
             }
             sub.topic.store.stage_pending_ack(sub.topic.topic_id, sub.name, txn, json.dumps(record))
-            sub.topic.broker.request_flush()
+            sub.topic.broker.after_commit(lambda result: self._stored(txn, consumer, undo, result), None)
+
+    def _stored(self, txn: TxnId, consumer: Consumer | None, undo: _Undo, result: object) -> None:
+        """The record of an acknowledgement was stored, or lost with its commit: then, as in Pulsar (which holds an
+        acknowledgement once its record is written), it is not held, and the consumer holds its entries again."""
+        state = self.txns.get(txn)
+        if not isinstance(result, BaseException) or state is None or txn in self._ending:
+            return
+        for entry_id, holder, kept in reversed(undo.individual):
+            holders = self.held.get(entry_id, {})
+            if holder is _ABSENT:
+                holders.pop(txn, None)
+                if not holders:
+                    self.held.pop(entry_id, None)
+            else:
+                holders[txn] = holder  # type: ignore[assignment]
+            if kept is None:
+                state.individual.pop(entry_id, None)
+            else:
+                state.individual[entry_id] = kept
+        state.cumulative = undo.cumulative
+        self.cumulative = undo.held_cumulative
+        if undo.created and not state.individual and state.cumulative is None:
+            del self.txns[txn]
+        if consumer is not None and consumer in self.subscription.consumers:
+            consumer.pending.update(e for e in undo.delivered if not self.subscription.cursor.is_acked(e))
 
     def _check_individual(self, txn: TxnId, acks: list[Ack]) -> None:
         cursor = self.subscription.cursor
@@ -165,13 +216,30 @@ class PendingAck:
     # -- ending --------------------------------------------------------------------------------
 
     def end(self, txn: TxnId, action: TxnAction) -> None:
-        """Commit (apply) or abort (release) what ``txn`` holds; the transaction is then forgotten here."""
-        state = self.txns.pop(txn, None)
-        if state is None:
-            return  # nothing held, nothing recorded: an id that names no transaction of ours is not written
+        """Record the end of ``txn`` here; once the record is durable, commit (apply) or abort (release) what it
+        holds, and forget it."""
+        if txn not in self.txns or txn in self._ending:
+            return  # nothing held, nothing recorded (an id that names no transaction of ours), or ending already
+        sub = self.subscription
+        self._ending.add(txn)
+        record = json.dumps({"end": action.name.lower()})
+        sub.topic.store.stage_pending_ack(sub.topic.topic_id, sub.name, txn, record)
+        sub.topic.broker.after_commit(lambda result: self._recorded(txn, action, result), None)
+
+    def _recorded(self, txn: TxnId, action: TxnAction, result: object) -> None:
+        self._ending.discard(txn)
+        if isinstance(result, BaseException):
+            return  # the end record was lost: the acks stay held until the transaction is ended again
+        self._apply_end(txn, action)
+
+    def _apply_end(self, txn: TxnId, action: TxnAction) -> None:
+        """Apply or release what ``txn`` holds, and stage the removal of its records (with the cursor it changed)."""
         sub = self.subscription
         sub.topic.store.stage_pending_ack_removal(sub.topic.topic_id, sub.name, txn)
         sub.topic.broker.request_flush()
+        state = self.txns.pop(txn, None)
+        if state is None:
+            return
         for entry_id in state.individual:
             held = self.held.get(entry_id)
             if held is not None:
@@ -194,9 +262,12 @@ class PendingAck:
             sub.redeliver_released(list(state.individual))
 
     def recover(self, records: list[tuple[TxnId, str]]) -> None:
-        """Rebuild from redo records."""
+        """Rebuild from redo records; apply the ends recorded (a crash came before their cursor was written)."""
         for txn, text in records:
             record = json.loads(text)
+            if "end" in record:
+                self._apply_end(txn, TxnAction[record["end"].upper()])
+                continue
             acks = [(e, None if m is None else int(m, 16), s) for e, m, s in record["acks"]]
             try:
                 self.acknowledge(txn, None, acks, record["cumulative"], replay=True)

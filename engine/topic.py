@@ -313,9 +313,15 @@ class Topic(ProducerHost):
         self.subscriptions: dict[str, TopicSubscription] = {}
         self._sequences = self.store.producer_sequences(self.topic_id)
         self._persisted_sequences = dict(self._sequences)
+        #: Sequence ids staged since the last commit was made, and those of the commit in flight: only a commit that
+        #: succeeds makes its own durable (a later commit may still fail).
+        self._sequences_staged: dict[str, int] = {}
+        self._sequences_in_flight: dict[str, int] = {}
         #: ``(namespace policy generation, deduplication on)``, so that a publish need not look the policy up.
         self._deduplication = (-1, False)
         self._dirty_cursors: dict[TopicSubscription, None] = {}
+        #: A failed commit lost entries of this topic (its producers are disconnected once they are told).
+        self.lost_entries = False
         #: Cursors staged for the commit in flight: written again if it fails.
         self._cursors_in_flight: dict[TopicSubscription, None] = {}
         for sub_name, state in self.store.cursors(self.topic_id).items():
@@ -459,7 +465,7 @@ class Topic(ProducerHost):
             if sequence_id <= self._sequences.get(producer.name, -1):
                 self.broker.after_commit(done, DUPLICATE)
                 return
-            self._sequences[producer.name] = highest
+            self._sequences[producer.name] = self._sequences_staged[producer.name] = highest
             self.store.stage_sequence(self.topic_id, producer.name, highest)
         if txn is not None and (metadata.txnid_most_bits, metadata.txnid_least_bits) != txn:
             # Recovery finds transactions through the stored metadata, so it must name the transaction.
@@ -506,8 +512,10 @@ class Topic(ProducerHost):
         if upto > self.last_confirmed:
             self.last_add_ms = now_ms(self.broker.clock)
         self.last_confirmed = max(self.last_confirmed, upto)
+        self.txn_buffer.confirmed(self.last_confirmed)
         self._cursors_in_flight = {}
-        self._persisted_sequences.update(self._sequences)
+        self._persisted_sequences.update(self._sequences_in_flight)
+        self._sequences_in_flight = {}
         self._cache.confirm(self.last_confirmed)
         for subscription in list(self.subscriptions.values()):
             subscription.dispatch()
@@ -515,13 +523,25 @@ class Topic(ProducerHost):
     def commit_failed(self) -> bool:
         """Staged entries were lost: forget them (their producers are told). Cursors staged with them are changed
         again, to be written by a later commit; True if there are any."""
+        self.lost_entries = self.next_entry_id > self.last_confirmed + 1
         self._cache.drop_unconfirmed()
         self.next_entry_id = self.last_confirmed + 1
         self._sequences = dict(self._persisted_sequences)
+        self._sequences_staged, self._sequences_in_flight = {}, {}
         self.txn_buffer.rolled_back(self.last_confirmed)
         self._dirty_cursors |= {s: None for s in self._cursors_in_flight if self.subscriptions.get(s.name) is s}
         self._cursors_in_flight = {}
         return bool(self._dirty_cursors)
+
+    def disconnect_producers(self) -> None:
+        """Close every producer (after entries were lost), as Pulsar fences a topic whose write failed and disconnects
+        its producers: their clients create them again and resend what was not receipted, in order. A send already on
+        its way from a closed producer is not taken, so it cannot be stored ahead of the lost ones (and make
+        deduplication drop their resends)."""
+        self.lost_entries = False
+        for producer in list(self.producers):
+            self.remove_producer(producer)
+            producer.sink.close_producer(producer)
 
     # -- subscriptions -----------------------------------------------------------------------
 
@@ -591,7 +611,10 @@ class Topic(ProducerHost):
             self.broker.staged(self)
 
     def stage_cursors(self) -> None:
-        """Write every changed cursor into the store's staging area."""
+        """Write every changed cursor (and a transaction-buffer snapshot taken) into the store's staging area, as a
+        commit is made; the sequence ids staged so far are this commit's."""
+        self.txn_buffer.stage_snapshot_write()
+        self._sequences_in_flight, self._sequences_staged = self._sequences_staged, {}
         for subscription in self._dirty_cursors:
             self.store.stage_cursor(self.topic_id, subscription.name, subscription.cursor.dumps())
         self._cursors_in_flight, self._dirty_cursors = self._dirty_cursors, {}

@@ -4,7 +4,9 @@ Transactional entries are appended to the log at once. ``ongoing`` maps each ope
 first entry, in log order; consumers may read only up to ``max_read_position``, just before the first
 entry of the oldest open transaction (or the last entry when none is open), so ordinary messages
 appended behind an open transaction wait for it, as in Pulsar. Ending a transaction appends a commit
-or abort marker; aborted transactions are remembered so dispatch skips their entries. As Pulsar's buffer, each
+or abort marker; as in Pulsar, the transaction ends here only once its marker is durable (``confirmed``): a
+commit that loses the marker (a full disk) leaves it open here, to be ended again. Aborted transactions are
+remembered so dispatch skips their entries. As Pulsar's buffer, each
 partition learns its coordinators' low-water marks from the ends it sees, and refuses sends in transactions at or
 below them; a later send in a transaction that ended elsewhere is stored as aborted (see ``appended``).
 
@@ -56,7 +58,13 @@ class TransactionBuffer:
         self.aborted: dict[TxnId, int] = {}
         #: Coordinator id -> the highest low-water mark an end on this partition named (in memory, as in Pulsar).
         self.low_water_marks: dict[int, int] = {}
+        #: A snapshot is stored or on its way. ``_snapshot_stored``: one is durable; ``_snapshot_text``: one to write
+        #: with the topic's next commit; ``_snapshot_in_flight``: one in the commit in flight. A failed commit loses
+        #: both (their positions may name entries it lost).
         self.has_snapshot = False
+        self._snapshot_stored = False
+        self._snapshot_text: str | None = None
+        self._snapshot_in_flight = False
         #: Figures of the last recovery.
         self.recovered_from_snapshot = False
         self.replayed_entries = 0
@@ -68,6 +76,8 @@ class TransactionBuffer:
         self.recover_end_ms = 0
         self._changes = 0
         self._timer: Cancellable | None = None
+        #: Ends whose marker is staged, not durable yet: transaction -> (marker entry id, action).
+        self._ending: dict[TxnId, tuple[int, TxnAction]] = {}
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -77,6 +87,10 @@ class TransactionBuffer:
         if self.ongoing:
             return min(next(iter(self.ongoing.values())) - 1, self.topic.last_confirmed)
         return self.topic.last_confirmed
+
+    def ending(self, txn: TxnId) -> bool:
+        """Whether ``txn``'s marker is staged here and not durable yet."""
+        return txn in self._ending
 
     def is_aborted(self, txn: tuple[int, int]) -> bool:
         return TxnId(*txn) in self.aborted
@@ -115,26 +129,54 @@ class TransactionBuffer:
             self._end_one(txn, TxnAction.ABORT)
 
     def rolled_back(self, last_confirmed: int) -> None:
-        """Staged entries were lost: forget transactions that started in them."""
+        """Staged entries were lost: forget transactions that started in them, and ends whose marker was lost (those
+        transactions stay open here until ended again)."""
         for txn in [t for t, first in self.ongoing.items() if first > last_confirmed]:
             del self.ongoing[txn]
+        for txn in [t for t, (marker, _) in self._ending.items() if marker > last_confirmed]:
+            del self._ending[txn]
+        if self._snapshot_in_flight or self._snapshot_text is not None:
+            # Recovery starts from the snapshot stored before, if any: without one, the next transactional entry
+            # stages one again.
+            self._snapshot_in_flight, self._snapshot_text = False, None
+            self.has_snapshot = self._snapshot_stored
+            if self.has_snapshot:
+                self._changed()
+
+    def confirmed(self, last_confirmed: int) -> None:
+        """Entries up to ``last_confirmed`` are durable (and a snapshot staged with them): end the transactions whose
+        markers are among them."""
+        if self._snapshot_in_flight:
+            self._snapshot_in_flight = False
+            self._snapshot_stored = True
+        if not self._ending:
+            return
+        for txn, (marker, action) in list(self._ending.items()):
+            if marker > last_confirmed:
+                continue
+            del self._ending[txn]
+            self.ongoing.pop(txn, None)
+            if action is TxnAction.ABORT:
+                self.aborted[txn] = marker
+            else:
+                self.committed += 1
+            self._changed()
 
     def end(self, txn: TxnId, action: TxnAction, low_water_mark: int) -> None:
         """Commit or abort ``txn`` here; also abort older transactions of its coordinator left behind."""
         self._end_one(txn, action)
         self.low_water_marks[txn.most] = max(self.low_water_marks.get(txn.most, -1), low_water_mark)
-        for stale in [t for t in self.ongoing if t.most == txn.most and t.least <= low_water_mark]:
+        for stale in [
+            t for t in self.ongoing if t.most == txn.most and t.least <= low_water_mark and t not in self._ending
+        ]:
             log.info("%s: aborting %s below the low-water mark %d", self.topic.name, stale, low_water_mark)
             self._end_one(stale, TxnAction.ABORT)
 
     def _end_one(self, txn: TxnId, action: TxnAction) -> None:
-        marker = self._append_marker(txn, action)
-        self.ongoing.pop(txn, None)
-        if action is TxnAction.ABORT:
-            self.aborted[txn] = marker
-        else:
-            self.committed += 1
-        self._changed()
+        """Stage ``txn``'s marker; it ends here once the marker is durable (:meth:`confirmed`)."""
+        if txn in self._ending:
+            return  # its marker is on its way
+        self._ending[txn] = (self._append_marker(txn, action), action)
 
     def plain_appended(self) -> None:
         """A non-transactional entry was staged. With no transaction open it moves ``max_read_position``: count it
@@ -166,14 +208,14 @@ class TransactionBuffer:
         self._timer = None
         if self._changes:
             self._stage_snapshot(self.max_read_position)
-            self.topic.broker.request_flush()
 
     def _stage_snapshot(self, max_read: int) -> None:
         state = {
             "max_read_position": max_read,
             "aborted": [[t.most, t.least, marker] for t, marker in self.aborted.items()],
         }
-        self.topic.store.stage_txn_buffer_snapshot(self.topic.topic_id, json.dumps(state))
+        self._snapshot_text = json.dumps(state)
+        self.topic.broker.staged(self.topic)
         self.has_snapshot = True
         self.snapshots_taken += 1
         self.last_snapshot_ms = now_ms(self.topic.clock)
@@ -181,6 +223,13 @@ class TransactionBuffer:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def stage_snapshot_write(self) -> None:
+        """Put the snapshot taken since the last commit, if any, into the commit being made."""
+        if self._snapshot_text is not None:
+            self.topic.store.stage_txn_buffer_snapshot(self.topic.topic_id, self._snapshot_text)
+            self._snapshot_text = None
+            self._snapshot_in_flight = True
 
     def recover(self) -> None:
         """Load the latest snapshot and replay the log after its ``max_read_position``."""
@@ -190,7 +239,7 @@ class TransactionBuffer:
             self.recover_end_ms = self.recover_start_ms
             return
         state = json.loads(text)
-        self.has_snapshot = True
+        self.has_snapshot = self._snapshot_stored = True
         self.recovered_from_snapshot = True
         self.aborted = {TxnId(most, least): marker for most, least, marker in state["aborted"]}
         position = state["max_read_position"] + 1

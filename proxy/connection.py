@@ -862,8 +862,11 @@ class PulsarConnection(protocol.Protocol):
         consumer = self.consumers.pop(request.consumer_id, None)
         if consumer is not None and consumer.subscription is not None:
             consumer.subscription.remove_consumer(consumer)
+
         # Answer once the acknowledgements sent before the close are durable: a client that closed its
-        # consumer must not get those messages again, even if the server is killed right after.
+        # consumer must not get those messages again, even if the server is killed right after. A commit that
+        # failed (a full disk) is answered all the same, as Pulsar answers a close at once: the cursor is written
+        # again after a pause, and waiting for that would hold the client's close for as long as the disk is full.
         self.broker.after_commit(lambda _: self.send(T.SUCCESS, request_id=request.request_id), None)
 
     def _on_seek(self, command: BaseCommand, body: bytes | None) -> None:

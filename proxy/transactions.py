@@ -264,6 +264,9 @@ def check_transactional_send(connection: TxnConnection, producer: Producer, txn:
             raise ended_below_low_water_mark(txn)
         return
     if meta.status is not TxnStatus.OPEN:
+        if buffer.ending(txn):
+            # Its marker is written here already: an entry after it would be neither ended nor hidden.
+            raise ended_below_low_water_mark(txn)
         return
     coordinators.enlist_partition(txn, producer.topic.name.full)  # type: ignore[union-attr]
     producer.accepted_txn = meta
@@ -306,4 +309,7 @@ def transactional_ack(connection: TxnConnection, consumer: Consumer | None, requ
     except BrokerError as exc:
         connection.ack_response(request, exc)
         return
-    connection.broker.after_commit(lambda _: connection.ack_response(request, None), None)
+    # Answered once the acknowledgements are held durably, or with the error of the commit that lost them.
+    connection.broker.after_commit(
+        lambda result: connection.ack_response(request, result if isinstance(result, BrokerError) else None), None
+    )

@@ -96,6 +96,9 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_recovers(
     error = refused.send_error
     assert error.error == ServerError.PersistenceError
     assert "No space left on device" in error.message
+    # As Pulsar's PersistentTopic.addFailed: a topic whose write failed disconnects its producers (the clients create
+    # them again and resend in order), so a send already on its way cannot be stored ahead of the lost ones.
+    assert raw.expect(T.CLOSE_PRODUCER).close_producer.producer_id == 1
     raw.assert_open()
     # A transaction whose id could not be made durable is refused with that error, not answered with the id.
     raw.send(T.TC_CLIENT_CONNECT_REQUEST, tc_id=0, request_id=1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import gc
 import multiprocessing
 import os
 import sys
@@ -47,10 +48,25 @@ class Result:
 
 
 def run_options(options: Options, mutation: str | None = None, log: bool = False) -> Result:
-    """One run of ``options`` (with ``mutation`` injected)."""
-    with injected(mutation):
-        world = Scenario(options, log=log).run()
-    return Result(options.seed, world.failures, world.trace_hash(), world.counters, world.sched.events, world.sched.now)
+    """One run of ``options`` (with ``mutation`` injected).
+
+    The cyclic garbage collector is off during the run (its passes over the run's many live objects cost about a
+    tenth of the time) and collects once after it.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with injected(mutation):
+            world = Scenario(options, log=log).run()
+    finally:
+        if collecting:
+            gc.enable()
+    result = Result(
+        options.seed, world.failures, world.trace_hash(), world.counters, world.sched.events, world.sched.now
+    )
+    del world
+    gc.collect()
+    return result
 
 
 def run_seed(seed: int, mutation: str | None = None, overrides: dict[str, Any] | None = None) -> Result:

@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.broker import Broker
 from engine.coordinator import Coordinators
+from engine.pending_ack import PendingAck
 from engine.store import Store
 from engine.topic import Topic
 from engine.transactions import TxnAction
@@ -79,16 +80,63 @@ def _lost_partition_registration() -> Callable[[], None]:
 
 
 def _success_after_failed_commit() -> Callable[[], None]:
-    original = Broker.after_commit
+    original = Coordinators._end_failed
 
-    def after_commit(self: Broker, callback: Callable[[Any], None], value: Any) -> None:
-        if getattr(callback, "__qualname__", "") == "TransactionCommands._run.<locals>.done":
-            answer = callback
-            callback = lambda result: answer(None)  # noqa: E731 (success whatever the commit did)
-        original(self, callback, value)
+    def end_failed(self: Coordinators, meta: Any, error: Any) -> None:
+        meta.held = True  # nobody ends it again: the client was told it ended
+        waiters, meta.waiters = meta.waiters, []
+        for waiter in waiters:
+            waiter(None)  # success, although the commit of the end failed
 
-    Broker.after_commit = after_commit  # type: ignore[method-assign]
-    return lambda: setattr(Broker, "after_commit", original)
+    Coordinators._end_failed = end_failed  # type: ignore[method-assign]
+    return lambda: setattr(Coordinators, "_end_failed", original)
+
+
+def _end_applied_before_durable() -> Callable[[], None]:
+    end_one, end = TransactionBuffer._end_one, PendingAck.end
+    end_failed_original, status_stored_original = Coordinators._end_failed, Coordinators._status_stored
+
+    def buffer_end_one(self: TransactionBuffer, txn: Any, action: TxnAction) -> None:
+        end_one(self, txn, action)
+        self.confirmed(self.topic.next_entry_id)  # ended here as the marker is staged, not once it is durable
+
+    def pending_ack_end(self: PendingAck, txn: Any, action: TxnAction) -> None:
+        if txn in self.txns and txn not in self._ending:
+            self._apply_end(txn, action)  # applied as the end is staged, not once its record is durable
+        end(self, txn, action)
+
+    def end_failed(self: Coordinators, meta: Any, error: Any) -> None:
+        self.coordinators[meta.txn.most].txns.pop(meta.txn.least, None)  # forgotten: ended in memory, never again
+        waiters, meta.waiters = meta.waiters, []
+        for waiter in waiters:
+            waiter(error)
+
+    def status_stored(self: Coordinators, meta: Any, result: Any, delay_ms: int) -> None:
+        status_stored_original(self, meta, None, delay_ms)  # the second step, whether the first was stored or not
+
+    TransactionBuffer._end_one = buffer_end_one  # type: ignore[method-assign]
+    PendingAck.end = pending_ack_end  # type: ignore[method-assign]
+    Coordinators._end_failed = end_failed  # type: ignore[method-assign]
+    Coordinators._status_stored = status_stored  # type: ignore[method-assign]
+
+    def undo() -> None:
+        TransactionBuffer._end_one = end_one  # type: ignore[method-assign]
+        PendingAck.end = end  # type: ignore[method-assign]
+        Coordinators._end_failed = end_failed_original  # type: ignore[method-assign]
+        Coordinators._status_stored = status_stored_original  # type: ignore[method-assign]
+
+    return undo
+
+
+def _sequences_stored_by_earlier_commit() -> Callable[[], None]:
+    original = Topic.committed
+
+    def committed(self: Topic, upto: int) -> None:
+        self._sequences_in_flight = dict(self._sequences)  # staged for the next commit too, taken as stored now
+        original(self, upto)
+
+    Topic.committed = committed  # type: ignore[method-assign]
+    return lambda: setattr(Topic, "committed", original)
 
 
 def _acks_lost_by_failed_commit() -> Callable[[], None]:
@@ -126,6 +174,12 @@ def _txn_ids_reserved_before_stored() -> Callable[[], None]:
     return lambda: setattr(Broker, "after_commit", original)
 
 
+def _producers_kept_after_lost_write() -> Callable[[], None]:
+    original = Topic.disconnect_producers
+    Topic.disconnect_producers = lambda self: None  # type: ignore[method-assign]
+    return lambda: setattr(Topic, "disconnect_producers", original)
+
+
 #: name -> (what the defect is, how to inject it: returns how to take it away)
 MUTATIONS: dict[str, tuple[str, Callable[[], Callable[[], None]]]] = {
     "receipt-before-durable": (
@@ -149,8 +203,20 @@ MUTATIONS: dict[str, tuple[str, Callable[[], Callable[[], None]]]] = {
         _lost_partition_registration,
     ),
     "txn-success-after-failed-commit": (
-        "END_TXN (and ADD_*_TO_TXN) answer success although the commit they waited for failed",
+        "END_TXN answers success although the commit of the end failed",
         _success_after_failed_commit,
+    ),
+    "end-applied-before-durable": (
+        "an END_TXN whose commit fails is applied all the same in memory (partitions, pending acks, coordinator)",
+        _end_applied_before_durable,
+    ),
+    "sequences-stored-by-earlier-commit": (
+        "a commit takes as stored the sequence ids staged for the next one (deduplication drops their resends)",
+        _sequences_stored_by_earlier_commit,
+    ),
+    "producers-kept-after-lost-write": (
+        "a topic whose write failed keeps its producers (a send on its way is stored ahead of the lost ones)",
+        _producers_kept_after_lost_write,
     ),
     "acks-lost-by-failed-commit": (
         "the cursors staged with a failed group commit are not written again (their acknowledgements are lost)",

@@ -683,13 +683,15 @@ class Subscriber(Actor):
         world.history.deliveries.append(
             Delivery(world.sched.now, self.sub, topic, hash((self.name, serial)), world.incarnation, message)
         )
-        if any(i == index and m.entry == message.entry for i, m in self.inbox):
-            return  # delivered again while still waiting here: the clients drop such duplicates
-        self.inbox.append((index, message))
         received = self.received.get(index, 0) + 1
         self.received[index] = received
         if received % (FLOW_PERMITS // 2) == 0 and self.conn is not None:
             self.conn.send_flow(index, FLOW_PERMITS // 2)
+        if any(i == index and m.entry == message.entry for i, m in self.inbox):
+            # Delivered again while still waiting here: the clients drop such duplicates (and, as they do, count
+            # the permit it took as free again).
+            return
+        self.inbox.append((index, message))
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None

@@ -203,23 +203,24 @@ class Link:
             return
         at = max(self.sched.now + self.faults.delay(), self._to_server_at)
         self._to_server_at = at
-        for piece in self.faults.pieces(data):
-            self.sched.call_at(at, self._deliver_to_server, piece)
+        # The pieces of one write arrive at the same time, one read each: one event delivers them all (what they
+        # schedule runs after the last, as it would after separate events queued together).
+        self.sched.call_at(at, self._deliver_to_server, self.faults.pieces(data))
 
-    def _deliver_to_server(self, data: bytes) -> None:
-        if not self.open:
-            return
-        if not self.server_reading:
-            self._held.append(data)
-            return
-        self.world.trace(b"S", data)
-        self.protocol.dataReceived(data)
+    def _deliver_to_server(self, pieces: list[bytes]) -> None:
+        for data in pieces:
+            if not self.open:
+                return
+            if not self.server_reading:
+                self._held.append(data)
+                continue
+            self.world.trace(b"S", data)
+            self.protocol.dataReceived(data)
 
     def resume_server_reading(self) -> None:
         self.server_reading = True
         held, self._held = self._held, []
-        for data in held:
-            self._deliver_to_server(data)
+        self._deliver_to_server(held)
 
     # -- server -> client --------------------------------------------------------------------
 
@@ -228,12 +229,12 @@ class Link:
             return
         at = max(self.sched.now + self.faults.delay(), self._to_client_at)
         self._to_client_at = at
-        sent_at = self.sched.now
-        for piece in self.faults.pieces(data):
-            self.sched.call_at(at, self._deliver_to_client, piece, sent_at)
+        self.sched.call_at(at, self._deliver_to_client, self.faults.pieces(data), self.sched.now)
 
-    def _deliver_to_client(self, data: bytes, sent_at: float) -> None:
-        if self.open:
+    def _deliver_to_client(self, pieces: list[bytes], sent_at: float) -> None:
+        for data in pieces:
+            if not self.open:
+                return
             self.world.trace(b"C", data)
             self.client.data_received(data, sent_at)
 
