@@ -23,8 +23,9 @@ run: $(VENV)/.installed
 	$(BIN)/pulsar-txn-proxy serve $(ARGS)
 
 ## test: install with test extras and run the suite on local processes (the container tests: make test-containers),
-## on TEST_WORKERS parallel workers (default 2; TEST_WORKERS=0 runs in one process); prints the 20 slowest tests
-TEST_WORKERS ?= 2
+## on TEST_WORKERS parallel workers (default 4: the suite mostly waits on servers, clients and JVMs, and on 2 cores
+## 3 workers kept the load average under 2; TEST_WORKERS=0 runs in one process); prints the 20 slowest tests
+TEST_WORKERS ?= 4
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check wire engine proxy pulsar_txn pulsar_txn_proxy
