@@ -248,13 +248,18 @@ def compare(results: Path) -> None:
             counts = {s: sum(1 for v in got.values() if v == s) for s in ("PASS", "FAIL", "SKIP")}
             print(f"{name}: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
     if endpoint and pulsar:
-        passing = [test for test, status in pulsar.items() if status == "PASS"]
-        missing = sorted(test for test in passing if endpoint.get(test) != "PASS")
-        print(f"of the {len(passing)} tests that pass on Pulsar, {len(passing) - len(missing)} pass here")
-        listing = "".join(f"{test} {endpoint.get(test, 'NOT RUN')}\n" for test in missing)
-        (results / "pass-on-pulsar-not-here.txt").write_text(listing)
-        for test in missing:
-            print(f"  {endpoint.get(test, 'NOT RUN'):8} {test}")
+        report_pass_on_pulsar_not_here(endpoint, pulsar, results)
+
+
+def report_pass_on_pulsar_not_here(endpoint: dict[str, str], pulsar: dict[str, str], results: Path) -> None:
+    """Print and write (``pass-on-pulsar-not-here.txt``) the tests that pass on Pulsar and not on the endpoint."""
+    passing = [test for test, status in pulsar.items() if status == "PASS"]
+    missing = sorted(test for test in passing if endpoint.get(test) != "PASS")
+    print(f"of the {len(passing)} tests that pass on Pulsar, {len(passing) - len(missing)} pass here")
+    listing = "".join(f"{test} {endpoint.get(test, 'NOT RUN')}\n" for test in missing)
+    (results / "pass-on-pulsar-not-here.txt").write_text(listing)
+    for test in missing:
+        print(f"  {endpoint.get(test, 'NOT RUN'):8} {test}")
 
 
 def main() -> None:

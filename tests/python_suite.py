@@ -43,6 +43,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, TextIO
 
+from tests.go_suite import report_pass_on_pulsar_not_here
+
 ROOT = Path(__file__).resolve().parent.parent
 REPOSITORY = "https://github.com/apache/pulsar-client-python"
 #: The files ``tests/run-unit-tests.sh`` runs against the CI broker, in its order.
@@ -352,13 +354,7 @@ def compare(results: Path) -> None:
                 rows.append(f"| {file or '**all**'} | {name} | {cells} |")
     (results / "summary.md").write_text("\n".join(rows) + "\n")
     if endpoint and pulsar:
-        passing = [test for test, status in pulsar.items() if status == "PASS"]
-        missing = sorted(test for test in passing if endpoint.get(test) != "PASS")
-        print(f"of the {len(passing)} tests that pass on Pulsar, {len(passing) - len(missing)} pass here")
-        listing = "".join(f"{test} {endpoint.get(test, 'NOT RUN')}\n" for test in missing)
-        (results / "pass-on-pulsar-not-here.txt").write_text(listing)
-        for test in missing:
-            print(f"  {endpoint.get(test, 'NOT RUN'):8} {test}")
+        report_pass_on_pulsar_not_here(endpoint, pulsar, results)
 
 
 def main() -> None:
