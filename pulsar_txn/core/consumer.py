@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError
 from pulsar_txn.exceptions import NotConnected
 from wire.commands import make
 from wire.compression import decompress
-from wire.framing import ProtocolError, parse_body
+from wire.framing import MessageBody, ProtocolError, parse_body
 from wire.message_id import MessageId as WireMessageId
 from wire.pulsar_api_pb2 import BaseCommand, CommandAck, CommandSubscribe, SingleMessageMetadata
 
@@ -268,12 +268,18 @@ class ConsumerCore:
 
     # -- incoming ------------------------------------------------------------------------
 
-    def handle_message(self, command: Any, body: bytes) -> bool:
-        """A MESSAGE for this consumer; True if it queued something."""
+    def _parsed(self, body: bytes) -> MessageBody | None:
+        """A MESSAGE's body parsed, or None for one that does not parse (its permit is given back)."""
         try:
-            parsed = parse_body(body)
+            return parse_body(body)
         except ProtocolError:
             self._grant(1)
+            return None
+
+    def handle_message(self, command: Any, body: bytes) -> bool:
+        """A MESSAGE for this consumer; True if it queued something."""
+        parsed = self._parsed(body)
+        if parsed is None:
             return False
         meta = parsed.metadata
         if command.HasField("consumer_epoch") and command.consumer_epoch < self.epoch:

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pulsar_txn.core.consumer import ConsumerConfig, ConsumerCore
-from wire.framing import ProtocolError, parse_body
 from wire.message_id import MessageId as WireMessageId
 from wire.pulsar_api_pb2 import MessageMetadata
 
@@ -47,10 +46,8 @@ class EntryConsumerCore(ConsumerCore):
         self._skip_until = None
 
     def handle_message(self, command: Any, body: bytes) -> bool:
-        try:
-            parsed = parse_body(body)
-        except ProtocolError:
-            self._grant(1)
+        parsed = self._parsed(body)
+        if parsed is None:
             return False
         ledger, entry = WireMessageId.from_proto(command.message_id)[:2]
         found = Entry(ledger, entry, self.partition, parsed.metadata, parsed.payload, parsed.checksum_ok)
