@@ -23,10 +23,7 @@ from pulsar_txn_proxy.conformance.harness import JVM_OPTIONS, observations
 from tests.maven import jar_classpath, maven_lock, require
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
-TARGET = JAVA_DIR / "target"
 MAIN_CLASS = "dev.pulsartxnproxy.Harness"
-# Class-data sharing archive of the harness's classes, dumped by the first run after a build: saves ~0.5 s per JVM.
-CDS_ARCHIVE = TARGET / "harness.jsa"
 
 Scenario = Callable[..., dict[str, Any]]
 
@@ -39,7 +36,7 @@ def build_harness() -> str:
 def client_line_classpath(version: str) -> str:
     """The harness's classes on the jars of Pulsar client ``version`` (resolved once into ``target/lib-<version>``)."""
     classpath = build_harness()
-    lib = TARGET / f"lib-{version}"
+    lib = Path(classpath.split(os.pathsep)[0]).parent / f"lib-{version}"
     with maven_lock():
         if not (lib / f"pulsar-client-{version}.jar").exists():
             result = subprocess.run(
@@ -63,7 +60,9 @@ def run_scenario(
         command = ["java", *JVM_OPTIONS, "-cp", client_line_classpath(client_version), MAIN_CLASS]
         return observations([*command, service_url, name, *map(str, args)], f"scenario {name}", timeout)
     classpath = build_harness()
-    with class_data_sharing(CDS_ARCHIVE, Path(classpath.split(os.pathsep)[0])) as cds:
+    jar = Path(classpath.split(os.pathsep)[0])
+    # Class-data sharing archive of the harness's classes, dumped by the first run after a build: ~0.5 s per JVM.
+    with class_data_sharing(jar.parent / "harness.jsa", jar) as cds:
         command = ["java", *JVM_OPTIONS, cds, "-cp", classpath, MAIN_CLASS, service_url, name, *map(str, args)]
         return observations(command, f"scenario {name}", timeout)
 
