@@ -9,6 +9,7 @@ again from a safe point while the broker cannot be reached; the waits between at
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +44,13 @@ class Backoff:
     initial: float = 0.1
     maximum: float = 5.0
     total: float = 120.0
+
+    @property
+    def attempt_seconds(self) -> int:
+        """The client's operation timeout (whole seconds, as pulsar-client takes it): its default, 30 s, or the
+        reconnect timeout when shorter, so that one attempt against a broker that is gone (the client tries to
+        connect for that long) does not outlast the whole reconnect timeout."""
+        return max(1, min(30, math.ceil(self.total)))
 
     def retrier(self, what: str) -> Retrier:
         """The attempts of one piece of work (for loops that resume rather than start over)."""

@@ -128,16 +128,20 @@ class TaskCommit(WriterCommitMessage):
     txn: tuple[int, int] | None = None
 
 
-_CLIENTS: dict[tuple[str, Security], pulsar_txn.Client] = {}
+_CLIENTS: dict[tuple[str, Security, int], pulsar_txn.Client] = {}
+
+
+def _client_key(options: SinkOptions) -> tuple[str, Security, int]:
+    return options.service_url, options.security, options.backoff.attempt_seconds
 
 
 def client_for(options: SinkOptions) -> pulsar_txn.Client:
     """The client of this process (Spark reuses Python workers): tasks write through it, the driver ends the tasks'
     transactions and keeps the commit log with it."""
-    key = (options.service_url, options.security)
+    key = _client_key(options)
     client = _CLIENTS.get(key)
     if client is None:
-        client = _CLIENTS[key] = new_client(options.service_url, options.security)
+        client = _CLIENTS[key] = new_client(*key)
     return client
 
 
@@ -232,7 +236,7 @@ class _RowWriter:
 
 def _drop_client(options: SinkOptions) -> None:
     """Forget this process's client of these options (after a failure left its connections in doubt)."""
-    client = _CLIENTS.pop((options.service_url, options.security), None)
+    client = _CLIENTS.pop(_client_key(options), None)
     if client is not None:
         client.close()
 

@@ -120,18 +120,18 @@ class SourceOptions:
 
     def new_client(self) -> Client:
         """A client of the service URL with these options' TLS and credentials."""
-        return new_client(self.service_url, self.security)
+        return new_client(self.service_url, self.security, self.backoff.attempt_seconds)
 
 
 # -- shared per-process clients ----------------------------------------------------------------------
 
-_CLIENTS: dict[tuple[str, Security, int], Client] = {}
+_CLIENTS: dict[tuple[str, Security, int, int], Client] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
 def client_for(options: SourceOptions) -> Client:
     """A client for this process and thread (Spark reuses Python workers across tasks)."""
-    key = (options.service_url, options.security, threading.get_ident())
+    key = (options.service_url, options.security, options.backoff.attempt_seconds, threading.get_ident())
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:

@@ -68,14 +68,30 @@ def pytest_configure(config: pytest.Config) -> None:
 
 #: Session fixtures costly enough that their tests share one pytest-xdist worker (fixture name -> group name).
 _GROUPED_SESSION_FIXTURES = {"session": "spark-session"}
+#: Tests of a minute or more (``make test``'s slowest-20 list), by node id prefix, longest first: they are handed
+#: out first, so that none of them starts last and leaves the other workers idle at the end of the run. pytest-xdist
+#: hands out the groups first (largest first), then the other tests in collection order.
+_LONGEST_FIRST = (
+    "tests/spark/test_spark_cluster.py",
+    "tests/test_subscription_model.py",
+    "tests/conformance/test_cli.py::test_cli_tenants_namespaces_topics",
+    "tests/fuzz/test_fuzz.py",
+    "tests/conformance/test_workload.py",
+    "tests/test_sim.py::test_seeds",
+    "tests/conformance/test_cli.py",
+    "tests/test_admin_java.py",
+    "tests/test_crash_loop.py",
+    "tests/conformance/test_crash_loop.py",
+)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group the tests that must share a pytest-xdist worker (``--dist loadgroup``), by module: every test of a module
-    where one uses a costly session fixture joins that fixture's group; a module with a module-scoped fixture is a
-    group of its own (pytest would start the fixture again each time the module's tests resume on a worker). Marks
-    written in a module (``pytestmark = pytest.mark.xdist_group(...)``) win. Runs before xdist reads the marks."""
+    """Order the longest tests first (:data:`_LONGEST_FIRST`), and group the tests that must share a pytest-xdist
+    worker (``--dist loadgroup``), by module: every test of a module where one uses a costly session fixture joins
+    that fixture's group; a module with a module-scoped fixture is a group of its own (pytest would start the fixture
+    again each time the module's tests resume on a worker). Marks written in a module (``pytestmark =
+    pytest.mark.xdist_group(...)``) win. Runs before xdist reads the marks."""
     groups: dict[str, str] = {}
     for item in items:
         module = item.nodeid.split("::", 1)[0]
@@ -89,6 +105,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = groups.get(item.nodeid.split("::", 1)[0])
         if group is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=_start_rank)
+
+
+def _start_rank(item: pytest.Item) -> int:
+    """Where ``item`` starts among the tests: the position of its prefix in :data:`_LONGEST_FIRST`, else after them
+    (``list.sort`` is stable: the others keep their order)."""
+    ranks = (rank for rank, prefix in enumerate(_LONGEST_FIRST) if item.nodeid.startswith(prefix))
+    return next(ranks, len(_LONGEST_FIRST))
 
 
 @pytest.hookimpl(trylast=True)

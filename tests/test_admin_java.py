@@ -25,10 +25,7 @@ from tests.test_admin_http import http_json, start_admin_server, wait_for_admin
 from tests.txn_harness import JVM_OPTIONS, class_data_sharing
 
 ADMIN_JAVA = Path(__file__).resolve().parent / "admin-java"
-TARGET = ADMIN_JAVA / "target"
 MAIN_CLASS = "dev.pulsartxnproxy.admin.AdminHarness"
-# Class-data sharing archive dumped by the first run after a build, as tests/txn_harness.py does (faster JVM starts).
-CDS_ARCHIVE = TARGET / "harness.jsa"
 
 ServerFactory = Callable[..., ServerProcess]
 Observations = dict[str, Any]
@@ -42,7 +39,9 @@ def build_admin_harness() -> str:
 def run_admin(admin_url: str, service_url: str, scenario: str, *args: str) -> Observations:
     """Run one scenario and return its observations (raise with the output if it broke)."""
     classpath = build_admin_harness()
-    with class_data_sharing(CDS_ARCHIVE, Path(classpath.split(os.pathsep)[0])) as cds:
+    jar = Path(classpath.split(os.pathsep)[0])
+    # Class-data sharing archive dumped by the first run after a build, as tests/txn_harness.py does.
+    with class_data_sharing(jar.parent / "harness.jsa", jar) as cds:
         command = ["java", *JVM_OPTIONS, cds, "-cp", classpath, MAIN_CLASS, admin_url, service_url, scenario, *args]
         result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]

@@ -77,26 +77,33 @@ def _source_files(root: Path, patterns: tuple[str, ...]) -> list[Path]:
     return sorted(p for pattern in patterns for p in root.glob(pattern) if p.is_file())
 
 
-def _staged(kind: str, root: Path, patterns: tuple[str, ...]) -> Path:
-    """A copy of the sources in the cache, in a directory named for their hash (made once)."""
+def staged(kind: str, root: Path, patterns: tuple[str, ...]) -> Path:
+    """A copy of the sources in the cache, in a directory named for their hash: made once, and atomically (copied
+    into a directory of this process's own, then renamed), so that a concurrent builder never reads half a file."""
     files = _source_files(root, patterns)
     digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     stage = cache_dir() / f"{kind}-{digest.hexdigest()[:16]}"
-    if not (stage / ".sources").exists():
-        for path in files:
-            target = stage / path.relative_to(root)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
-        (stage / ".sources").touch()
+    if (stage / ".sources").exists():
+        return stage
+    partial = stage.with_name(f"{stage.name}.{os.getpid()}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    for path in files:
+        target = partial / path.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    (partial / ".sources").touch()
+    try:
+        partial.rename(stage)
+    except OSError:  # another process made it first (a stage is never changed once made)
+        shutil.rmtree(partial, ignore_errors=True)
     return stage
 
 
 @contextlib.contextmanager
-def _locked(stage: Path) -> Iterator[None]:
+def build_lock(stage: Path) -> Iterator[None]:
     """One build of a stage at a time, across processes."""
-    stage.mkdir(parents=True, exist_ok=True)
     with (stage / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -130,9 +137,9 @@ def java_classpath() -> str:
     """Build the Java harness unless built; the classpath to run it with."""
     if (why := java_toolchain()) is not None:
         raise ToolchainMissingError(why)
-    stage = _staged("java", JAVA_SOURCES, ("pom.xml", "src/**/*"))
+    stage = staged("java", JAVA_SOURCES, ("pom.xml", "src/**/*"))
     done = stage / ".built"
-    with _locked(stage):
+    with build_lock(stage):
         if not done.exists():
             progress(f"building the Java harness (official Java client, Maven; first use only) in {stage} ...")
             _run_build(["mvn", "-q", "-B", "package", "-DskipTests"], stage, "the Java harness")
@@ -149,7 +156,7 @@ def client_line_classpath(version: str) -> str:
     classpath = java_classpath()
     stage = Path(classpath.split(os.pathsep)[0]).parent.parent
     lib = stage / "target" / f"lib-{version}"
-    with _locked(stage):
+    with build_lock(stage):
         if not (lib / f"pulsar-client-{version}.jar").exists():
             progress(f"resolving the Java client {version} with Maven (first use only) ...")
             _run_build(
@@ -175,18 +182,37 @@ def run_scenario(
 
     ``client_version``: on that Pulsar client line's jars instead of the pom's (no class-data sharing archive).
     """
-    if client_version is None:
-        classpath = java_classpath()
-        jar = Path(classpath.split(os.pathsep)[0])
-        archive = jar.parent / "harness.jsa"  # class-data sharing: saves ~0.5 s per JVM
-        fresh = archive.exists() and archive.stat().st_mtime >= jar.stat().st_mtime
-        if not fresh:
-            archive.unlink(missing_ok=True)
-        cds = [f"-XX:{'SharedArchiveFile' if fresh else 'ArchiveClassesAtExit'}={archive}"]
-    else:
-        classpath, cds = client_line_classpath(client_version), []
-    command = ["java", *JVM_OPTIONS, *cds, "-cp", classpath, MAIN_CLASS, service_url, name, *map(str, args)]
-    return observations(command, f"Java scenario {name}", timeout, security.for_url(service_url))
+    credentials = security.for_url(service_url)
+    if client_version is not None:
+        command = ["java", *JVM_OPTIONS, "-cp", client_line_classpath(client_version), MAIN_CLASS]
+        return observations(
+            [*command, service_url, name, *map(str, args)], f"Java scenario {name}", timeout, credentials
+        )
+    classpath = java_classpath()
+    jar = Path(classpath.split(os.pathsep)[0])
+    with class_data_sharing(jar.parent / "harness.jsa", jar) as cds:  # saves ~0.5 s per JVM
+        command = ["java", *JVM_OPTIONS, cds, "-cp", classpath, MAIN_CLASS, service_url, name, *map(str, args)]
+        return observations(command, f"Java scenario {name}", timeout, credentials)
+
+
+@contextlib.contextmanager
+def class_data_sharing(archive: Path, jar: Path) -> Iterator[str]:
+    """The JVM option that uses the class-data sharing ``archive`` when it is newer than ``jar``, or else dumps a new
+    one at exit.
+
+    A JVM dumps to a file of its own, moved into place once it has exited: parallel JVMs never read an archive
+    another one is still writing.
+    """
+    if archive.exists() and archive.stat().st_mtime >= jar.stat().st_mtime:
+        yield f"-XX:SharedArchiveFile={archive}"
+        return
+    dump = archive.with_name(f"{archive.stem}.{os.getpid()}.jsa")
+    try:
+        yield f"-XX:ArchiveClassesAtExit={dump}"
+        if dump.exists():
+            dump.replace(archive)
+    finally:
+        dump.unlink(missing_ok=True)
 
 
 # -- Go --------------------------------------------------------------------------------------------------
@@ -212,9 +238,9 @@ def go_binary() -> Path:
     go = _go()
     if go is None:
         raise ToolchainMissingError(go_toolchain() or "no Go toolchain")
-    stage = _staged("go", GO_SOURCES, ("*.go", "go.mod", "go.sum"))
+    stage = staged("go", GO_SOURCES, ("*.go", "go.mod", "go.sum"))
     binary = stage / "bin" / "harness"
-    with _locked(stage):
+    with build_lock(stage):
         if not binary.exists():
             progress(f"building the Go harness (official Go client; first use only) in {stage} ...")
             _run_build(

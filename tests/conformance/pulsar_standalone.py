@@ -1,9 +1,10 @@
 """A real Apache Pulsar standalone (the reference), resolved from Maven Central and run on loopback ports.
 
 ``tests/conformance/pulsar-broker/pom.xml`` resolves ``org.apache.pulsar:pulsar-broker`` and its runtime dependencies
-into ``target/lib`` (``mvn -q -B package``; nothing is compiled or committed). :class:`PulsarStandalone` writes a
-standalone configuration with transactions enabled and starts ``org.apache.pulsar.PulsarStandaloneStarter`` with no
-functions worker and no stream storage, everything bound to 127.0.0.1 on free ports:
+into ``target/lib`` of its build in the per-user cache (``tests/maven.py``; nothing is compiled or committed).
+:class:`PulsarStandalone` writes a standalone configuration with transactions enabled and starts
+``org.apache.pulsar.PulsarStandaloneStarter`` with no functions worker and no stream storage, everything bound to
+127.0.0.1 on free ports:
 
 - the broker (``brokerServicePort``) and its web service (``webServicePort``, the admin REST API),
 - one bookie (``--bookkeeper-port``; BKCluster binds it to the loopback interface),
