@@ -14,6 +14,7 @@ from engine.compaction import Compaction
 from engine.coordinator import COORDINATOR_ASSIGN_TOPIC, Coordinators
 from engine.entry_cache import CacheBudget
 from engine.errors import BrokerError
+from engine.ledgers import LedgerRollover
 from engine.names import TopicName
 from engine.namespaces import Namespaces
 from engine.non_persistent import NonPersistentTopic
@@ -61,6 +62,8 @@ class BrokerConfig:
     #: Failover: milliseconds from a change of active consumer to the notices and the new one's first messages
     #: (Pulsar's activeConsumerFailoverDelayTimeMillis); 0: at once.
     active_consumer_failover_delay_ms: int = 0
+    #: When a topic's ledgers roll over (and so when retention may delete acknowledged data).
+    ledger_rollover: LedgerRollover = field(default_factory=LedgerRollover)
 
 
 #: The parts a topic owns, built by the classes of the layers above the topic: subscriptions (each with its pending
@@ -132,6 +135,8 @@ class Broker:
         )
         self.stats = BrokerStats(store, clock)
         self.topics: dict[str, Topic] = {}
+        #: Called with each topic partition as it is loaded (or created), before anyone uses it.
+        self.topic_loaded: list[Callable[[Topic], None]] = []
         self.entry_cache = CacheBudget(self.config.entry_cache_bytes)
         #: Non-persistent topic partitions, in memory only (a restart forgets them).
         self.non_persistent: dict[str, NonPersistentTopic] = {}
@@ -234,6 +239,8 @@ class Broker:
             self._created(name.full)
         loaded = Topic(self, name, record, TOPIC_PARTS)
         self.topics[name.full] = loaded
+        for listener in self.topic_loaded:
+            listener(loaded)
         return loaded
 
     def _check_new(self, name: TopicName, create: bool) -> None:

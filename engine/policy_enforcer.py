@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: The retention of a topic without a policy: Pulsar's broker defaults (defaultRetentionTimeInMinutes and
+#: defaultRetentionSizeInMB, both 0), which delete acknowledged data once its ledger has rolled over.
+BROKER_RETENTION = (0, 0)
+
 
 # -- message TTL and retention -------------------------------------------------------------------
 
@@ -52,6 +56,8 @@ class PolicyEnforcer:
         self.broker = broker
         self.interval = interval
         self._call: Cancellable | None = None
+        # As Pulsar trims when it opens a topic's managed ledger: loading closes the stored ledgers.
+        broker.topic_loaded.append(self.trim_loaded)
 
     def start(self) -> None:
         """Check now and then every ``interval`` seconds."""
@@ -82,9 +88,7 @@ class PolicyEnforcer:
             if ttl > 0:
                 for subscription in list(topic.subscriptions.values()):
                     subscription.expire_before(now - ttl * 1000)
-            retention = namespaces.retention(name)
-            if retention is not None:
-                self.trim(topic, retention, now)
+            self.trim(topic, namespaces.retention(name) or BROKER_RETENTION, now)
             threshold = namespaces.compaction_threshold(name)
             if threshold > 0:
                 compact_over(topic, threshold)
@@ -92,6 +96,13 @@ class PolicyEnforcer:
             if quotas:
                 backlog_quota.enforce(topic, quotas, now)
         self.drop_idle_non_persistent(now)
+
+    def trim_loaded(self, topic: Topic) -> None:
+        """Apply retention to a topic as it is loaded."""
+        if topic.name.namespace_name in self.broker.namespaces:
+            self.trim(
+                topic, self.broker.namespaces.retention(topic.name) or BROKER_RETENTION, now_ms(self.broker.clock)
+            )
 
     def drop_idle_non_persistent(self, now: int) -> None:
         """Forget the non-persistent topics found unused at two checks ``interval`` apart (they hold nothing)."""
@@ -108,20 +119,30 @@ class PolicyEnforcer:
         """Delete acknowledged entries beyond the retention limits; returns the last entry deleted (-1 if none).
 
         As in Pulsar, acknowledged data goes once it is older than the retention time, or once the topic holds
-        more than the retention size; -1 for a limit means no limit, and entries still to be read stay.
+        more than the retention size; -1 for a limit means no limit, and entries still to be read stay. It goes a
+        whole closed ledger at a time (see :mod:`engine.ledgers`): the open ledger stays.
         """
-        minutes, megabytes = retention
-        consumed = consumed_upto(topic)
-        upto = -1
-        if minutes >= 0:
-            upto = max(upto, topic.entry_at_time(now - minutes * 60_000) - 1)
-        if megabytes >= 0:
-            over = topic.store.newest_over_size(topic.topic_id, topic.last_confirmed, megabytes * 1024 * 1024)
-            if over is not None:
-                upto = max(upto, over)
-        upto = min(upto, consumed)
+        ledgers = topic.ledgers
+        ledgers.roll(topic.last_confirmed, now, self.broker.config.ledger_rollover)
+        # What could go at most, found cheaply first: most checks stop here.
+        upto = ledgers.deletable_upto(consumed_upto(topic))
         if upto < topic.first_entry_id():
             return -1
+        minutes, megabytes = retention
+        limit = -1
+        if minutes == 0 or megabytes == 0:
+            limit = upto
+        else:
+            if minutes > 0:
+                limit = max(limit, topic.entry_at_time(now - minutes * 60_000) - 1)
+            if megabytes > 0:
+                over = topic.store.newest_over_size(topic.topic_id, topic.last_confirmed, megabytes * 1024 * 1024)
+                if over is not None:
+                    limit = max(limit, over)
+        upto = ledgers.deletable_upto(min(upto, limit))
+        if upto < topic.first_entry_id():
+            return -1
+        ledgers.deleted_upto(upto)
         topic.store.stage_trim(topic.topic_id, upto)
         self.broker.after_commit(lambda _: self.broker.stats.storage.forget(topic.topic_id), None)
         log.info("%s: retention %s deletes entries up to %d", topic.name, retention, upto)

@@ -8,6 +8,7 @@ range reads walk one B-tree.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -21,6 +22,20 @@ from typing import NamedTuple, TypeVar
 #: per row (inserting 500 entries took 5-10 ms instead of about 1).
 ROWS_PER_STATEMENT = 256
 
+#: A store written before pages were given back (auto_vacuum NONE) up to this size is converted when it opens (a
+#: VACUUM: seconds); a larger one is left as it is, with a warning (its free pages are reused, not given back).
+MIGRATE_AT_OPEN_BYTES = 1 << 30
+#: Free pages kept for reuse after deletions (4 MiB of 4 KiB pages): fewer are not worth giving back.
+FREE_PAGES_KEPT = 1024
+#: Free pages given back to the file system after one commit, at most (64 MiB): a large trim is given back over
+#: several commits, so that no commit waits long behind it.
+FREE_PAGES_PER_COMMIT = 16384
+#: Bytes the WAL is cut back to once checkpointed (SQLite leaves it at its largest size otherwise).
+WAL_SIZE_LIMIT = 8 << 20
+#: Milliseconds a connection waits for another one's lock.
+BUSY_TIMEOUT_MS = 10_000
+
+log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 _SCHEMA = """
@@ -108,7 +123,11 @@ class Store:
 
     def __init__(self, path: Path | str) -> None:
         self._db = self._connect(path)
+        if str(path) != ":memory:":  # an in-memory database has no disk to give back
+            _give_pages_back(self._db, path)
         self._db.executescript(_SCHEMA)
+        #: Whether deletions give their pages back (auto_vacuum INCREMENTAL), which the writer does after commits.
+        self._incremental = self._db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
         # Group commits go through a connection of their own, so that they may run on another
         # thread while this one keeps reading (WAL lets readers and one writer work side by side).
         self._writer = self._connect(path)
@@ -117,9 +136,12 @@ class Store:
     @staticmethod
     def _connect(path: Path | str) -> sqlite3.Connection:
         db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        # Before anything writes the first page: a new database takes it at once (see _give_pages_back).
+        db.execute("PRAGMA auto_vacuum=INCREMENTAL")
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
-        db.execute("PRAGMA busy_timeout=10000")
+        db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         return db
 
     def close(self) -> None:
@@ -414,6 +436,53 @@ class Store:
         """Make taken writes durable in one transaction (may run on another thread, one call at a time)."""
         with _full_disk_named():
             _write(self._writer, staged)
+        if self._incremental:
+            _free_pages(self._writer)
+
+
+def _give_pages_back(db: sqlite3.Connection, path: Path | str) -> None:
+    """Make a store give the pages of deleted data back to the file system (auto_vacuum INCREMENTAL).
+
+    A new database takes the setting when it is opened; one written before it had none, and SQLite only converts a
+    database by rewriting it (VACUUM), which a store up to :data:`MIGRATE_AT_OPEN_BYTES` gets here.
+    """
+    if db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+        return  # a new database took the setting (see Store._connect), or a converted one
+    size = db.execute("PRAGMA page_count").fetchone()[0] * db.execute("PRAGMA page_size").fetchone()[0]
+    if size > MIGRATE_AT_OPEN_BYTES:
+        log.warning(
+            "%s (%d MiB) was written without auto_vacuum: deleted data leaves free pages that are reused but not "
+            "given back; to give them back, stop the server and run: python -c \"import sqlite3; sqlite3.connect('%s', "
+            "isolation_level=None).executescript('PRAGMA auto_vacuum=INCREMENTAL; VACUUM')\"",
+            path,
+            size >> 20,
+            path,
+        )
+        return
+    with _full_disk_named():
+        db.execute("VACUUM")
+    log.info("%s: converted to auto_vacuum=INCREMENTAL (%d MiB)", path, size >> 20)
+
+
+def _free_pages(db: sqlite3.Connection) -> None:
+    """Give free pages beyond :data:`FREE_PAGES_KEPT` back to the file system, up to :data:`FREE_PAGES_PER_COMMIT`.
+
+    The commit before this succeeded whatever happens here: a failure is logged, and the pages stay free for reuse.
+    """
+    free = db.execute("PRAGMA freelist_count").fetchone()[0]
+    if free <= FREE_PAGES_KEPT:
+        return
+    try:
+        # One page per step, and Python's execute() steps once: executescript() steps to the end.
+        db.executescript(f"PRAGMA incremental_vacuum({min(free, FREE_PAGES_PER_COMMIT)});")
+        # The file shrinks when the WAL is checkpointed: now if no reader is in the way (no waiting), which also
+        # empties the WAL; else at a later automatic checkpoint.
+        db.execute("PRAGMA busy_timeout=0")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    except sqlite3.Error as exc:
+        log.warning("giving free pages back failed (%s); they stay free for reuse", exc)
+    finally:
+        db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
 
 def _write(db: sqlite3.Connection, staged: StagedWrites) -> None:
