@@ -43,9 +43,9 @@ def fill(store_path: Path, gib: float, topics: int, small: int) -> None:
     """Append ``gib`` GiB of 1 MiB entries over ``topics`` topics and ``small`` small entries on one topic."""
     store = Store(store_path)
     payload = bytes(range(256)) * (BIG_PAYLOAD // 256)
-    records = [store.create_topic(f"persistent://public/default/big-{i}") for i in range(topics)]
-    total = int(gib * (1 << 30)) // BIG_PAYLOAD
     now = int(time.time() * 1000)
+    records = [store.create_topic(f"persistent://public/default/big-{i}", now) for i in range(topics)]
+    total = int(gib * (1 << 30)) // BIG_PAYLOAD
     written = 0
     while written < total:
         for _ in range(ENTRIES_PER_COMMIT):
@@ -53,7 +53,7 @@ def fill(store_path: Path, gib: float, topics: int, small: int) -> None:
             store.stage_entry(record.topic_id, written // topics, now, _body("bulk", written, payload))
             written += 1
         store.commit()
-    record = store.create_topic("persistent://public/default/big-small")
+    record = store.create_topic("persistent://public/default/big-small", now)
     for start in range(0, small, 10_000):
         for i in range(start, min(start + 10_000, small)):
             store.stage_entry(record.topic_id, i, now, _body("bulk-small", i, b"s" * SMALL_PAYLOAD))

@@ -12,8 +12,10 @@ reads the server process's CPU time and memory:
   library needs the coordinators' lookups, which only this endpoint serves on any connection);
 - ``connections``: 10 to 10,000 idle client connections (CONNECT answered, PINGs answered) beside a fixed-rate
   producer;
-- ``retention``: the store's disk use after writing, consuming and trimming 64 MiB to 1 GiB (this endpoint only:
-  Pulsar's bookie deletes a ledger only once it has rolled over, minutes later).
+- ``retention``: the store's disk use after writing 64 MiB to 1 GiB to a subscribed topic, then after the
+  subscription read and acknowledged it all, with no retention policy (Pulsar's default: acknowledged ledgers go) and
+  ledgers of 1,000 entries (this endpoint only: Pulsar's bookie gives the space of deleted ledgers back only when its
+  garbage collection compacts its entry logs, minutes later).
 
 Figures per point: throughput, server CPU per message (user + system of the server process over the point's run,
 divided by the messages it moved), publish latency p99 and the server's RSS. ``--full`` adds the large points.
@@ -231,24 +233,35 @@ def sweep_connections(load: Load, n: int) -> dict[str, float]:
         return load.produce(_topic("conns"), "-r", str(RATE), "-time", str(SECONDS), "-s", "100", "-o", "10000")
 
 
+#: Settings of the retention sweep: ledgers of 1,000 entries that roll over at once (Pulsar's defaults, 50,000
+#: entries and at least 10 minutes, would keep a short run's data in its open ledger).
+RETENTION_LEDGERS = ("--managed-ledger-max-entries-per-ledger", "1000",
+                     "--managed-ledger-min-ledger-rollover-time-minutes", "0")
+
+
 def sweep_retention(load: Load, mib: int) -> dict[str, float]:
+    """No retention policy (Pulsar's default: nothing acknowledged is kept): the store's disk use before, after
+    writing ``mib`` MiB to a subscribed topic, and after that subscription read and acknowledged it all."""
     topic = _topic("retention")
     path = topic.replace("://", "/")
     before = disk_mib(load.target.data_dir)
     subprocess.run(_consume_argv(load, topic, "-ss", "sub", "-m", "1", "-time", "5"), capture_output=True,
                    check=False)
-    # Retention 0/0 set on the topic: acknowledged entries go at the next policy check (without a retention policy
-    # this endpoint keeps everything; Pulsar's broker default of 0/0 deletes a ledger once consumed and rolled over).
-    _admin(load.target.admin_url, f"/admin/v2/{path}/retention", {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0})
-    load.produce(topic, "-m", str(mib * 2**20 // 1000), "-r", "1000000", "-s", "1000", "-o", "10000")
+    # One message per entry (no batching), so that the open ledger left at the end holds at most 1,000 KB.
+    load.produce(topic, "-m", str(mib * 2**20 // 1000), "-r", "1000000", "-s", "1000", "-o", "10000", "-db")
     written = disk_mib(load.target.data_dir)
     stored = _admin(load.target.admin_url, f"/admin/v2/{path}/stats")["msgInCounter"]
     load.perf.run("consume", topic, "-ss", "sub", "-m", str(stored), "-time", "3600", server_cpu=load.target.cpu)
-    time.sleep(5)  # a few policy checks (--policy-check-interval-seconds 1)
-    stats = _admin(load.target.admin_url, f"/admin/v2/{path}/stats")
-    return {"disk_before_mib": before, "disk_written_mib": written, "disk_trimmed_mib": disk_mib(load.target.data_dir),
-            "backlog_after": stats["subscriptions"]["sub"]["msgBacklog"], "storage_after_mib":
-            stats.get("storageSize", 0) / 2**20}
+    acked = time.monotonic()
+    trimmed = written
+    while time.monotonic() - acked < 120:  # policy checks every second; the pages are given back after the trim
+        time.sleep(1)
+        trimmed = disk_mib(load.target.data_dir)
+        if trimmed < before + (written - before) / 10:
+            break
+    stats = _admin(load.target.admin_url, f"/admin/v2/{path}/internalStats")
+    return {"disk_before_mib": before, "disk_written_mib": written, "disk_after_acks_mib": trimmed,
+            "seconds_to_give_back": time.monotonic() - acked, "entries_left": stats["numberOfEntries"]}
 
 
 def _admin(admin_url: str, path: str, body: dict | None = None) -> dict:
@@ -473,7 +486,8 @@ def main() -> None:
         for sweep in chosen:
             points, large = SWEEPS[sweep]
             xs = points + (large if args.full else [])
-            kinds = [(OURS, lambda: endpoint(work, "--policy-check-interval-seconds", "1"))]
+            extra = RETENTION_LEDGERS if sweep == "retention" else ()
+            kinds = [(OURS, lambda extra=extra: endpoint(work, "--policy-check-interval-seconds", "1", *extra))]
             if args.pulsar and sweep not in ENDPOINT_ONLY:
                 kinds.append((PULSAR, lambda: pulsar(work)))
             for name, start in kinds:

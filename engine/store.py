@@ -35,6 +35,9 @@ WAL_SIZE_LIMIT = 8 << 20
 #: Milliseconds a connection waits for another one's lock.
 BUSY_TIMEOUT_MS = 10_000
 
+#: Store metadata kind of topic partitions' creation times (epoch milliseconds).
+TOPIC_CREATED = "topic_created"
+
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
@@ -155,9 +158,13 @@ class Store:
         """Increment and return a durable counter (starting at 1)."""
         with _full_disk_named(), self._db:
             self._db.execute("BEGIN IMMEDIATE")
-            row = self._db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
-            value = (row[0] if row else 0) + 1
-            self._db.execute("INSERT OR REPLACE INTO counters VALUES (?, ?)", (name, value))
+            return self._increment(name)
+
+    def _increment(self, name: str) -> int:
+        """Increment a counter inside the caller's transaction; its new value."""
+        row = self._db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
+        value = (row[0] if row else 0) + 1
+        self._db.execute("INSERT OR REPLACE INTO counters VALUES (?, ?)", (name, value))
         return value
 
     def topics(self) -> dict[str, TopicRecord]:
@@ -165,17 +172,19 @@ class Store:
         rows = self._db.execute("SELECT name, topic_id, ledger_id FROM topics")
         return {name: TopicRecord(tid, lid) for name, tid, lid in rows}
 
-    def create_topic(self, name: str) -> TopicRecord:
-        """Create the log of a topic partition."""
-        topic_id = self.next_value("topic_id")
-        ledger_id = self.next_value("ledger_id")
-        with self._db:
+    def create_topic(self, name: str, created_ms: int) -> TopicRecord:
+        """Create the log of a topic partition, with its creation time (metadata kind :data:`TOPIC_CREATED`), in one
+        transaction: one sync of the disk per topic."""
+        with _full_disk_named(), self._db:
             self._db.execute("BEGIN IMMEDIATE")
+            topic_id = self._increment("topic_id")
+            ledger_id = self._increment("ledger_id")
             self._db.execute(
                 f"CREATE TABLE ledger_{topic_id} (entry_id INTEGER PRIMARY KEY,"
                 " publish_time INTEGER NOT NULL, body BLOB NOT NULL)"
             )
             self._db.execute("INSERT INTO topics VALUES (?, ?, ?)", (name, topic_id, ledger_id))
+            self._db.execute("INSERT OR REPLACE INTO metadata VALUES (?, ?, ?)", (TOPIC_CREATED, name, str(created_ms)))
         return TopicRecord(topic_id, ledger_id)
 
     def delete_topic(self, name: str, topic_id: int) -> None:
