@@ -64,6 +64,9 @@ class BrokerConfig:
     active_consumer_failover_delay_ms: int = 0
     #: When a topic's ledgers roll over (and so when retention may delete acknowledged data).
     ledger_rollover: LedgerRollover = field(default_factory=LedgerRollover)
+    #: ``(minutes, megabytes)`` of retention of a topic without a policy (Pulsar's defaultRetentionTimeInMinutes and
+    #: defaultRetentionSizeInMB, both 0: acknowledged data goes once its ledger is closed; -1: no limit).
+    default_retention: tuple[int, int] = (0, 0)
 
 
 #: The parts a topic owns, built by the classes of the layers above the topic: subscriptions (each with its pending

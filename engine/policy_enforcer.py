@@ -20,10 +20,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: The retention of a topic without a policy: Pulsar's broker defaults (defaultRetentionTimeInMinutes and
-#: defaultRetentionSizeInMB, both 0), which delete acknowledged data once its ledger has rolled over.
-BROKER_RETENTION = (0, 0)
-
 
 # -- message TTL and retention -------------------------------------------------------------------
 
@@ -88,7 +84,7 @@ class PolicyEnforcer:
             if ttl > 0:
                 for subscription in list(topic.subscriptions.values()):
                     subscription.expire_before(now - ttl * 1000)
-            self.trim(topic, namespaces.retention(name) or BROKER_RETENTION, now)
+            self.trim(topic, namespaces.retention(name) or self.broker.config.default_retention, now)
             threshold = namespaces.compaction_threshold(name)
             if threshold > 0:
                 compact_over(topic, threshold)
@@ -100,9 +96,8 @@ class PolicyEnforcer:
     def trim_loaded(self, topic: Topic) -> None:
         """Apply retention to a topic as it is loaded."""
         if topic.name.namespace_name in self.broker.namespaces:
-            self.trim(
-                topic, self.broker.namespaces.retention(topic.name) or BROKER_RETENTION, now_ms(self.broker.clock)
-            )
+            retention = self.broker.namespaces.retention(topic.name) or self.broker.config.default_retention
+            self.trim(topic, retention, now_ms(self.broker.clock))
 
     def drop_idle_non_persistent(self, now: int) -> None:
         """Forget the non-persistent topics found unused at two checks ``interval`` apart (they hold nothing)."""

@@ -66,6 +66,7 @@ def broker_config(settings: Settings) -> BrokerConfig:
             settings.managed_ledger_min_ledger_rollover_time_minutes,
             settings.managed_ledger_max_ledger_rollover_time_minutes,
         ),
+        default_retention=(settings.default_retention_time_in_minutes, settings.default_retention_size_in_mb),
     )
 
 
