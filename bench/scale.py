@@ -55,6 +55,8 @@ from wire.commands import frame  # noqa: E402
 from wire.framing import FrameDecoder, encode_payload_command, make_body  # noqa: E402
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata  # noqa: E402
 
+#: What the curves mean, written by hand: copied into the results above the tables.
+NOTES = ROOT / "bench" / "scale" / "notes.md"
 #: The fixed load beside which a dimension grows: messages per second, and seconds per point.
 RATE = 2000
 SECONDS = 10
@@ -475,7 +477,30 @@ def main() -> None:
     parser.add_argument("--only", help="comma list of sweeps: " + ",".join(SWEEPS))
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "SCALE.md")
     parser.add_argument("--plots", type=Path, default=ROOT / "bench" / "scale")
+    parser.add_argument("--render", type=Path, metavar="JSON",
+                        help="write the tables and plots of an earlier run's results.json, running nothing")
     args = parser.parse_args()
+    if args.render:
+        write_results(load_results(args.render), args, "python bench/scale.py " + " ".join(sys.argv[1:]))
+        return
+    command = "python bench/scale.py " + " ".join(sys.argv[1:])
+    results = measure(args)
+    (args.plots).mkdir(parents=True, exist_ok=True)
+    (args.plots / "results.json").write_text(json.dumps(
+        {sweep: {name: [[p.x, p.figures] for p in points] for name, points in by_target.items()}
+         for sweep, by_target in results.items()}, indent=1))
+    write_results(results, args, command)
+
+
+def load_results(path: Path) -> dict[str, dict[str, list[Point]]]:
+    """Results saved by an earlier run."""
+    saved = json.loads(path.read_text())
+    return {sweep: {name: [Point(x, figures) for x, figures in points] for name, points in by_target.items()}
+            for sweep, by_target in saved.items()}
+
+
+def measure(args: argparse.Namespace) -> dict[str, dict[str, list[Point]]]:
+    """Run the chosen sweeps."""
     chosen = args.only.split(",") if args.only else list(SWEEPS)
     results: dict[str, dict[str, list[Point]]] = {}
     began = time.monotonic()
@@ -502,14 +527,20 @@ def main() -> None:
                     results.setdefault(sweep, {}).setdefault(name, []).append(Point(x, figures))
                     print(f"[{time.monotonic() - began:6.0f} s] {sweep} {x:,} {name}: "
                           + ", ".join(f"{k}={_cell(v)}" for k, v in figures.items()), flush=True)
+    return results
+
+
+def write_results(results: dict[str, dict[str, list[Point]]], args: argparse.Namespace, command: str) -> None:
+    """The tables (with the notes) to ``args.results``, a plot per sweep under ``args.plots``."""
     table = render(results)
     print(table)
     plots = plot(results, args.plots)
-    command = "python bench/scale.py " + " ".join(sys.argv[1:])
     links = "\n".join(f"![{p.stem}](scale/{p.name})" for p in plots)
+    # What the curves mean (their knees explained, figures measured by other scripts) is kept by hand beside them.
+    notes = NOTES.read_text() if NOTES.exists() else ""
     args.results.write_text(f"# Scale curves\n\nMade by `{command.strip()}` ({time.strftime('%Y-%m-%d')}) on "
                             f"{os.cpu_count()} cores; {RATE} msg/s of 100 B beside each dimension, {SECONDS} s per "
-                            f"point, a fresh server per point.\n\n{table}\n{links}\n")
+                            f"point, a fresh server per point.\n\n{notes}\n{table}\n{links}\n")
     print(f"wrote {args.results} and {len(plots)} plots under {args.plots}")
 
 

@@ -139,8 +139,10 @@ class Store:
     @staticmethod
     def _connect(path: Path | str) -> sqlite3.Connection:
         db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        # Before anything writes the first page: a new database takes it at once (see _give_pages_back).
-        db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        if db.execute("PRAGMA page_count").fetchone()[0] == 0:
+            # A new database, before anything writes its first page: it takes the setting at once (an existing
+            # one is converted by _give_pages_back; setting it again would write, which a full disk refuses).
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -469,6 +471,7 @@ def _give_pages_back(db: sqlite3.Connection, path: Path | str) -> None:
         )
         return
     with _full_disk_named():
+        db.execute("PRAGMA auto_vacuum=INCREMENTAL")
         db.execute("VACUUM")
     log.info("%s: converted to auto_vacuum=INCREMENTAL (%d MiB)", path, size >> 20)
 

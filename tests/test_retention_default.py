@@ -44,6 +44,8 @@ PULSAR_RESTART = {
 }
 
 ROLLOVER = ("--managed-ledger-max-entries-per-ledger", "5", "--managed-ledger-min-ledger-rollover-time-minutes", "0")
+#: Pulsar's default retention, which server_factory's servers do not have (see tests/conftest.py).
+PULSAR_DEFAULT = ("--default-retention-time-in-minutes", "0", "--default-retention-size-in-mb", "0")
 
 
 def _wait_for(condition: Callable[[], bool], timeout: float = 30) -> None:
@@ -58,7 +60,7 @@ def _store_bytes(data_dir: Path) -> int:
 
 
 def test_acknowledged_ledgers_go_as_in_pulsar(server_factory: ServerFactory) -> None:
-    proc, url = start_admin_server(server_factory, "--policy-check-interval-seconds", "1", *ROLLOVER)
+    proc, url = start_admin_server(server_factory, "--policy-check-interval-seconds", "1", *ROLLOVER, *PULSAR_DEFAULT)
     client = make_client(proc.url)
     try:
         topics = {case: f"persistent://public/default/rd-{case}-{uuid.uuid4().hex[:6]}" for case in PULSAR_ROLLOVER}
@@ -74,7 +76,7 @@ def test_acknowledged_ledgers_go_as_in_pulsar(server_factory: ServerFactory) -> 
 def test_a_restart_closes_the_ledgers_as_in_pulsar(server_factory: ServerFactory) -> None:
     """With Pulsar's default ledger sizes nothing a short run acknowledges goes while the ledger is open; after a
     restart (the policy check far away: what happens comes from loading the topic) it goes as in Pulsar."""
-    proc, url = start_admin_server(server_factory, "--policy-check-interval-seconds", "3600")
+    proc, url = start_admin_server(server_factory, "--policy-check-interval-seconds", "3600", *PULSAR_DEFAULT)
     topics = {case: f"persistent://public/default/rd-{case}-{uuid.uuid4().hex[:6]}" for case in retention_probe.CASES}
     seen = {}
     client = make_client(proc.url)
@@ -107,6 +109,7 @@ def test_store_gives_disk_back_after_acknowledged_data_goes(server_factory: Serv
         "50",
         "--managed-ledger-min-ledger-rollover-time-minutes",
         "0",
+        *PULSAR_DEFAULT,
     )
     topic = f"persistent://public/default/rd-disk-{uuid.uuid4().hex[:6]}"
     client = make_client(proc.url)
