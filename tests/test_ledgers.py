@@ -77,3 +77,34 @@ def test_the_file_shrinks_after_a_trim(tmp_path: Path) -> None:
         store.close()
     assert grown > 8 << 20
     assert shrunk < 4.5 * (1 << 20) + (1 << 20)  # the free pages kept for reuse, and the rest
+
+
+def test_a_topic_with_a_table_of_its_own_keeps_it(tmp_path: Path) -> None:
+    """Stores written when each topic had its own log table: such a topic is read, written, trimmed and deleted in
+    its table; topics created since share the one table."""
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    store.close()
+    old = sqlite3.connect(path, isolation_level=None)
+    old.execute(
+        "CREATE TABLE ledger_7 (entry_id INTEGER PRIMARY KEY, publish_time INTEGER NOT NULL, body BLOB NOT NULL)"
+    )
+    old.execute("INSERT INTO topics VALUES ('persistent://public/default/old', 7, 70)")
+    old.execute("INSERT INTO ledger_7 VALUES (0, 1, x'00'), (1, 2, x'01')")
+    old.close()
+    store = Store(path)
+    try:
+        new = store.create_topic("persistent://public/default/new", 0)
+        store.stage_entry(7, 2, 3, b"\x02")
+        store.stage_entry(new.topic_id, 0, 3, b"n")
+        store.commit()
+        assert store.read(7, 0, 10) == [(0, b"\x00"), (1, b"\x01"), (2, b"\x02")]
+        assert store.read(new.topic_id, 0, 10) == [(0, b"n")]
+        store.stage_trim(7, 0)
+        store.commit()
+        assert (store.first_entry_id(7), store.last_entry_id(7)) == (1, 2)
+        store.delete_topic("persistent://public/default/old", 7)
+        assert store._db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'ledger_7'").fetchone() == (0,)
+        assert store.read(new.topic_id, 0, 10) == [(0, b"n")]
+    finally:
+        store.close()
