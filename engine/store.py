@@ -1,8 +1,9 @@
 """Durable storage on SQLite in WAL mode: topic logs, cursors, producer sequence ids and schemas.
 
 Writes are staged and made durable together by :meth:`Store.commit` (one fsync for many messages:
-the group commit). Each topic partition's log is its own table keyed by entry id, so appends and
-range reads walk one B-tree.
+the group commit). Every topic partition's log lives in one table keyed by topic id and entry id together (see
+:data:`ENTRY_ID_BITS`), so a topic's appends and range reads walk one contiguous range of one B-tree, and creating
+a topic changes no schema. Deleted data gives its pages back to the file system (auto_vacuum INCREMENTAL).
 """
 
 from __future__ import annotations
