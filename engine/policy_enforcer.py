@@ -119,9 +119,9 @@ class PolicyEnforcer:
         """
         ledgers = topic.ledgers
         ledgers.roll(topic.last_confirmed, now, self.broker.config.ledger_rollover)
-        # What could go at most, found cheaply first: most checks stop here.
+        # What could go at most, found cheaply first: most checks stop here, without asking the store.
         upto = ledgers.deletable_upto(consumed_upto(topic))
-        if upto < topic.first_entry_id():
+        if upto < ledgers.first_kept or upto < topic.first_entry_id():
             return -1
         minutes, megabytes = retention
         limit = -1

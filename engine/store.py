@@ -543,11 +543,16 @@ def _write(db: sqlite3.Connection, staged: StagedWrites, log_table: Callable[[in
     entries, cursors, sequences, ops, txn_records, txn_removals = staged
     db.execute("BEGIN")
     try:
+        # The entries of all topics sharing the one table go in together: statements of many rows each, however
+        # many topics the commit holds.
+        shared: list[tuple[int, int, bytes]] = []
         for topic_id, rows in entries.items():
             table, base = log_table(topic_id)
             if base:
-                rows = [(base + entry_id, publish_time, body) for entry_id, publish_time, body in rows]
-            _execute_rows(db, f"INSERT INTO {table} VALUES", "(?, ?, ?)", ", ", rows)
+                shared.extend([(base + entry_id, publish_time, body) for entry_id, publish_time, body in rows])
+            else:
+                _execute_rows(db, f"INSERT INTO {table} VALUES", "(?, ?, ?)", ", ", rows)
+        _execute_rows(db, "INSERT INTO entries VALUES", "(?, ?, ?)", ", ", shared)
         for (topic_id, name), state in cursors.items():
             if state is None:
                 db.execute("DELETE FROM cursors WHERE topic_id = ? AND name = ?", (topic_id, name))
