@@ -136,8 +136,6 @@ class Broker:
         )
         self.stats = BrokerStats(store, clock)
         self.topics: dict[str, Topic] = {}
-        #: Called with each topic partition as it is loaded (or created), before anyone uses it.
-        self.topic_loaded: list[Callable[[Topic], None]] = []
         self.entry_cache = CacheBudget(self.config.entry_cache_bytes)
         #: Non-persistent topic partitions, in memory only (a restart forgets them).
         self.non_persistent: dict[str, NonPersistentTopic] = {}
@@ -237,8 +235,6 @@ class Broker:
             record = self._create(name)
         loaded = Topic(self, name, record, TOPIC_PARTS)
         self.topics[name.full] = loaded
-        for listener in self.topic_loaded:
-            listener(loaded)
         return loaded
 
     def _check_new(self, name: TopicName, create: bool) -> None:

@@ -3,9 +3,13 @@
 Pulsar stores a topic in a chain of ledgers and deletes acknowledged data a whole ledger at a time, never the open
 one: a ledger rolls over once it holds ``managedLedgerMaxEntriesPerLedger`` entries and is at least
 ``managedLedgerMinLedgerRolloverTimeMinutes`` old, or once it is ``managedLedgerMaxLedgerRolloverTimeMinutes`` old
-and not empty; and loading a topic (a restart) opens a new ledger, which closes the ones before. This endpoint keeps
-a topic in one table, so it only keeps the ends of those would-be ledgers: retention trims up to the end of the
-newest closed ledger that every subscription has acknowledged.
+and not empty. This endpoint keeps a topic in one table, so it only keeps the ends of those would-be ledgers:
+retention trims up to the end of the newest closed ledger that every subscription has acknowledged.
+
+Loading a topic (a restart) opens a new ledger in Pulsar, which closes the one before; here what is stored stays
+in the open ledger. Pulsar then deletes what was acknowledged after a clean restart, yet kept the outputs of a
+transactional loop through kill -9 (the conformance scenario ``crash_loop``); keeping them is the side that loses
+nothing.
 """
 
 from __future__ import annotations
@@ -34,12 +38,12 @@ class LedgerRollover:
 class Ledgers:
     """The ends of a topic's closed ledgers and the start of its open one."""
 
-    def __init__(self, last_entry: int, now_ms: int) -> None:
-        #: Last entry of each closed ledger still holding entries, ascending. What was stored before the topic was
-        #: loaded counts as one closed ledger (its inner ledger ends are not kept across restarts).
-        self.closed_ends: list[int] = [last_entry] if last_entry >= 0 else []
-        #: First entry of the open ledger, and when it was opened.
-        self.open_first = last_entry + 1
+    def __init__(self, now_ms: int) -> None:
+        #: Last entry of each closed ledger still holding entries, ascending (none are kept across restarts: what
+        #: is stored when the topic loads is in the open ledger).
+        self.closed_ends: list[int] = []
+        #: First entry of the open ledger, and when it was opened (the topic was loaded).
+        self.open_first = 0
         self.opened_ms = now_ms
         #: The first entry retention has not deleted (its deletion may still be on its way to the store).
         self.first_kept = 0

@@ -52,8 +52,6 @@ class PolicyEnforcer:
         self.broker = broker
         self.interval = interval
         self._call: Cancellable | None = None
-        # As Pulsar trims when it opens a topic's managed ledger: loading closes the stored ledgers.
-        broker.topic_loaded.append(self.trim_loaded)
 
     def start(self) -> None:
         """Check now and then every ``interval`` seconds."""
@@ -92,12 +90,6 @@ class PolicyEnforcer:
             if quotas:
                 backlog_quota.enforce(topic, quotas, now)
         self.drop_idle_non_persistent(now)
-
-    def trim_loaded(self, topic: Topic) -> None:
-        """Apply retention to a topic as it is loaded."""
-        if topic.name.namespace_name in self.broker.namespaces:
-            retention = self.broker.namespaces.retention(topic.name) or self.broker.config.default_retention
-            self.trim(topic, retention, now_ms(self.broker.clock))
 
     def drop_idle_non_persistent(self, now: int) -> None:
         """Forget the non-persistent topics found unused at two checks ``interval`` apart (they hold nothing)."""

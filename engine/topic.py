@@ -307,8 +307,8 @@ class Topic(ProducerHost):
         #: When an entry last became durable since the topic was loaded (epoch ms; 0: none yet), as a ledger's
         #: last add time.
         self.last_add_ms = 0
-        #: The ledgers the entries would lie in (retention deletes whole closed ones): loading closes the stored ones.
-        self.ledgers = Ledgers(self.last_confirmed, now_ms(self.clock))
+        #: The ledgers the entries would lie in (retention deletes whole closed ones).
+        self.ledgers = Ledgers(now_ms(self.clock))
         #: The last entry of a terminated topic (no more publishes), else None.
         self.terminated: int | None = broker.terminated.get(name.full)
         self._cache = EntryCache(broker.entry_cache)

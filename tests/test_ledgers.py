@@ -12,15 +12,17 @@ from engine.store import Store
 MINUTE = 60_000
 
 
-def test_loading_closes_what_is_stored() -> None:
-    ledgers = Ledgers(last_entry=19, now_ms=0)
-    assert ledgers.deletable_upto(18) == -1  # the stored ledger is acknowledged in part
+def test_what_is_stored_when_a_topic_loads_is_in_the_open_ledger() -> None:
+    ledgers = Ledgers(now_ms=0)
+    assert ledgers.deletable_upto(100) == -1
+    ledgers.roll(last_entry=19, now_ms=1000, rollover=LedgerRollover(max_entries=50, min_minutes=0))
+    assert ledgers.deletable_upto(100) == -1
+    ledgers.roll(last_entry=19, now_ms=1000, rollover=LedgerRollover(max_entries=20, min_minutes=0))
     assert ledgers.deletable_upto(19) == 19
-    assert Ledgers(last_entry=-1, now_ms=0).deletable_upto(100) == -1
 
 
 def test_rollover_by_entries_without_a_minimum_time_splits_as_every_add_would() -> None:
-    ledgers = Ledgers(last_entry=-1, now_ms=0)
+    ledgers = Ledgers(now_ms=0)
     ledgers.roll(last_entry=21, now_ms=1000, rollover=LedgerRollover(max_entries=5, min_minutes=0))
     assert ledgers.closed_ends == [4, 9, 14, 19]
     assert ledgers.open_first == 20
@@ -31,7 +33,7 @@ def test_rollover_by_entries_without_a_minimum_time_splits_as_every_add_would() 
 
 def test_rollover_waits_for_the_minimum_time_then_closes_at_the_last_entry() -> None:
     rollover = LedgerRollover(max_entries=5, min_minutes=10, max_minutes=240)
-    ledgers = Ledgers(last_entry=-1, now_ms=0)
+    ledgers = Ledgers(now_ms=0)
     ledgers.roll(last_entry=11, now_ms=9 * MINUTE, rollover=rollover)
     assert ledgers.closed_ends == []
     ledgers.roll(last_entry=11, now_ms=10 * MINUTE, rollover=rollover)
