@@ -130,11 +130,6 @@ def _container_image() -> str:
     pytest.fail(reason, pytrace=False)
 
 
-#: Retention of topics without a policy for the servers of ``server_factory``: no limit (the endpoint's default is
-#: Pulsar's, 0 and 0: acknowledged data goes once its ledger is closed, and a restart closes it).
-KEEP_EVERYTHING = ("--default-retention-time-in-minutes", "-1", "--default-retention-size-in-mb", "-1")
-
-
 @pytest.fixture(scope="session")
 def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """The session's endpoint as a local process."""
@@ -189,10 +184,6 @@ def server_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C
 
     def make(*extra: str, name: str = "data") -> Server:
         proc: Server
-        # These tests restart servers and read what topics without subscriptions (or fully acknowledged ones) held:
-        # on Pulsar that needs a retention policy, as here since topics without one keep what Pulsar's default
-        # keeps (tests/test_retention_default.py, which passes 0 and 0 after these to test that default).
-        extra = (*KEEP_EVERYTHING, *extra)
         if in_container:
             volume = volumes.setdefault(name, f"pulsar-txn-proxy-test-{uuid.uuid4().hex[:12]}")
             proc = ContainerServer(image, *extra, volume=volume)

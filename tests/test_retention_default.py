@@ -45,7 +45,7 @@ PULSAR_RESTART = {
 }
 
 ROLLOVER = ("--managed-ledger-max-entries-per-ledger", "5", "--managed-ledger-min-ledger-rollover-time-minutes", "0")
-#: Pulsar's default retention, which server_factory's servers do not have (see tests/conftest.py).
+#: Pulsar's default retention (the endpoint's default too: said here, as these tests are about it).
 PULSAR_DEFAULT = ("--default-retention-time-in-minutes", "0", "--default-retention-size-in-mb", "0")
 
 

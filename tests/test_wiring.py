@@ -47,11 +47,8 @@ class FrameClient(Protocol):
 
 def _wire(tmp_path: Path, reactor: MemoryReactorClock) -> Server:
     store = Store(tmp_path / "store.sqlite")
-    # Retention without limit: the server is wired again and reads a topic that has no subscription (with Pulsar's
-    # default, as the endpoint's, loading it again would delete what it holds).
-    settings = Settings(advertised_address="127.0.0.1", default_retention_time_in_minutes=-1,
-                        default_retention_size_in_mb=-1)
-    return build_server(settings, reactor, store, SystemClock(reactor.callLater), InlineCommits())
+    return build_server(Settings(advertised_address="127.0.0.1"), reactor, store, SystemClock(reactor.callLater),
+                        InlineCommits())
 
 
 def _connect(server: Server, reactor: MemoryReactorClock) -> tuple[FrameClient, object]:
