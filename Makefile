@@ -114,7 +114,8 @@ $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 
 ## bench-scale: how cost grows with the work (topics, subscriptions, backlog, open transactions, connections, disk
 ## after retention), tables in bench/SCALE.md and plots in bench/scale/ (ARGS="--full" for the large points,
-## "--pulsar" for the same points on a Pulsar standalone, "--only topics,backlog" for some sweeps)
+## "--pulsar" for the same points on a Pulsar standalone, "--only topics,backlog" for some sweeps, "--render
+## bench/scale/results.json" to redraw saved figures; bench/scale/notes.md, what shapes the curves, goes above the tables)
 bench-scale: $(VENV)/.installed-bench
 	$(BIN)/python bench/scale.py $(ARGS)
 

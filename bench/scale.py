@@ -12,8 +12,10 @@ reads the server process's CPU time and memory:
   library needs the coordinators' lookups, which only this endpoint serves on any connection);
 - ``connections``: 10 to 10,000 idle client connections (CONNECT answered, PINGs answered) beside a fixed-rate
   producer;
-- ``retention``: the store's disk use after writing, consuming and trimming 64 MiB to 1 GiB (this endpoint only:
-  Pulsar's bookie deletes a ledger only once it has rolled over, minutes later).
+- ``retention``: the store's disk use after writing 64 MiB to 1 GiB to a subscribed topic, then after the
+  subscription read and acknowledged it all, with no retention policy (Pulsar's default: acknowledged ledgers go) and
+  ledgers of 1,000 entries (this endpoint only: Pulsar's bookie gives the space of deleted ledgers back only when its
+  garbage collection compacts its entry logs, minutes later).
 
 Figures per point: throughput, server CPU per message (user + system of the server process over the point's run,
 divided by the messages it moved), publish latency p99 and the server's RSS. ``--full`` adds the large points.
@@ -53,6 +55,8 @@ from wire.commands import frame  # noqa: E402
 from wire.framing import FrameDecoder, encode_payload_command, make_body  # noqa: E402
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata  # noqa: E402
 
+#: What the curves mean, written by hand: copied into the results above the tables.
+NOTES = ROOT / "bench" / "scale" / "notes.md"
 #: The fixed load beside which a dimension grows: messages per second, and seconds per point.
 RATE = 2000
 SECONDS = 10
@@ -231,24 +235,35 @@ def sweep_connections(load: Load, n: int) -> dict[str, float]:
         return load.produce(_topic("conns"), "-r", str(RATE), "-time", str(SECONDS), "-s", "100", "-o", "10000")
 
 
+#: Settings of the retention sweep: ledgers of 1,000 entries that roll over at once (Pulsar's defaults, 50,000
+#: entries and at least 10 minutes, would keep a short run's data in its open ledger).
+RETENTION_LEDGERS = ("--managed-ledger-max-entries-per-ledger", "1000",
+                     "--managed-ledger-min-ledger-rollover-time-minutes", "0")
+
+
 def sweep_retention(load: Load, mib: int) -> dict[str, float]:
+    """No retention policy (Pulsar's default: nothing acknowledged is kept): the store's disk use before, after
+    writing ``mib`` MiB to a subscribed topic, and after that subscription read and acknowledged it all."""
     topic = _topic("retention")
     path = topic.replace("://", "/")
     before = disk_mib(load.target.data_dir)
     subprocess.run(_consume_argv(load, topic, "-ss", "sub", "-m", "1", "-time", "5"), capture_output=True,
                    check=False)
-    # Retention 0/0 set on the topic: acknowledged entries go at the next policy check (without a retention policy
-    # this endpoint keeps everything; Pulsar's broker default of 0/0 deletes a ledger once consumed and rolled over).
-    _admin(load.target.admin_url, f"/admin/v2/{path}/retention", {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0})
-    load.produce(topic, "-m", str(mib * 2**20 // 1000), "-r", "1000000", "-s", "1000", "-o", "10000")
+    # One message per entry (no batching), so that the open ledger left at the end holds at most 1,000 KB.
+    load.produce(topic, "-m", str(mib * 2**20 // 1000), "-r", "1000000", "-s", "1000", "-o", "10000", "-db")
     written = disk_mib(load.target.data_dir)
     stored = _admin(load.target.admin_url, f"/admin/v2/{path}/stats")["msgInCounter"]
     load.perf.run("consume", topic, "-ss", "sub", "-m", str(stored), "-time", "3600", server_cpu=load.target.cpu)
-    time.sleep(5)  # a few policy checks (--policy-check-interval-seconds 1)
-    stats = _admin(load.target.admin_url, f"/admin/v2/{path}/stats")
-    return {"disk_before_mib": before, "disk_written_mib": written, "disk_trimmed_mib": disk_mib(load.target.data_dir),
-            "backlog_after": stats["subscriptions"]["sub"]["msgBacklog"], "storage_after_mib":
-            stats.get("storageSize", 0) / 2**20}
+    acked = time.monotonic()
+    trimmed = written
+    while time.monotonic() - acked < 120:  # policy checks every second; the pages are given back after the trim
+        time.sleep(1)
+        trimmed = disk_mib(load.target.data_dir)
+        if trimmed < before + (written - before) / 10:
+            break
+    stats = _admin(load.target.admin_url, f"/admin/v2/{path}/internalStats")
+    return {"disk_before_mib": before, "disk_written_mib": written, "disk_after_acks_mib": trimmed,
+            "seconds_to_give_back": time.monotonic() - acked, "entries_left": stats["numberOfEntries"]}
 
 
 def _admin(admin_url: str, path: str, body: dict | None = None) -> dict:
@@ -460,9 +475,33 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="also the large points (10,000 topics, 10^7 messages...)")
     parser.add_argument("--pulsar", action="store_true", help="the same points on a Pulsar standalone where they apply")
     parser.add_argument("--only", help="comma list of sweeps: " + ",".join(SWEEPS))
+    parser.add_argument("--no-endpoint", action="store_true", help="with --pulsar: Pulsar's points only")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "SCALE.md")
     parser.add_argument("--plots", type=Path, default=ROOT / "bench" / "scale")
+    parser.add_argument("--render", type=Path, metavar="JSON",
+                        help="write the tables and plots of an earlier run's results.json, running nothing")
     args = parser.parse_args()
+    if args.render:
+        write_results(load_results(args.render), args, "python bench/scale.py " + " ".join(sys.argv[1:]))
+        return
+    command = "python bench/scale.py " + " ".join(sys.argv[1:])
+    results = measure(args)
+    (args.plots).mkdir(parents=True, exist_ok=True)
+    (args.plots / "results.json").write_text(json.dumps(
+        {sweep: {name: [[p.x, p.figures] for p in points] for name, points in by_target.items()}
+         for sweep, by_target in results.items()}, indent=1))
+    write_results(results, args, command)
+
+
+def load_results(path: Path) -> dict[str, dict[str, list[Point]]]:
+    """Results saved by an earlier run."""
+    saved = json.loads(path.read_text())
+    return {sweep: {name: [Point(x, figures) for x, figures in points] for name, points in by_target.items()}
+            for sweep, by_target in saved.items()}
+
+
+def measure(args: argparse.Namespace) -> dict[str, dict[str, list[Point]]]:
+    """Run the chosen sweeps."""
     chosen = args.only.split(",") if args.only else list(SWEEPS)
     results: dict[str, dict[str, list[Point]]] = {}
     began = time.monotonic()
@@ -473,7 +512,10 @@ def main() -> None:
         for sweep in chosen:
             points, large = SWEEPS[sweep]
             xs = points + (large if args.full else [])
-            kinds = [(OURS, lambda: endpoint(work, "--policy-check-interval-seconds", "1"))]
+            # Policy checks every second where they are measured (retention), else at the default (60 s; Pulsar's
+            # run every 60 to 120 s): each check walks every loaded topic.
+            extra = ("--policy-check-interval-seconds", "1", *RETENTION_LEDGERS) if sweep == "retention" else ()
+            kinds = [] if args.no_endpoint else [(OURS, lambda extra=extra: endpoint(work, *extra))]
             if args.pulsar and sweep not in ENDPOINT_ONLY:
                 kinds.append((PULSAR, lambda: pulsar(work)))
             for name, start in kinds:
@@ -488,14 +530,20 @@ def main() -> None:
                     results.setdefault(sweep, {}).setdefault(name, []).append(Point(x, figures))
                     print(f"[{time.monotonic() - began:6.0f} s] {sweep} {x:,} {name}: "
                           + ", ".join(f"{k}={_cell(v)}" for k, v in figures.items()), flush=True)
+    return results
+
+
+def write_results(results: dict[str, dict[str, list[Point]]], args: argparse.Namespace, command: str) -> None:
+    """The tables (with the notes) to ``args.results``, a plot per sweep under ``args.plots``."""
     table = render(results)
     print(table)
     plots = plot(results, args.plots)
-    command = "python bench/scale.py " + " ".join(sys.argv[1:])
     links = "\n".join(f"![{p.stem}](scale/{p.name})" for p in plots)
+    # What the curves mean (their knees explained, figures measured by other scripts) is kept by hand beside them.
+    notes = NOTES.read_text() if NOTES.exists() else ""
     args.results.write_text(f"# Scale curves\n\nMade by `{command.strip()}` ({time.strftime('%Y-%m-%d')}) on "
                             f"{os.cpu_count()} cores; {RATE} msg/s of 100 B beside each dimension, {SECONDS} s per "
-                            f"point, a fresh server per point.\n\n{table}\n{links}\n")
+                            f"point, a fresh server per point.\n\n{notes}\n{table}\n{links}\n")
     print(f"wrote {args.results} and {len(plots)} plots under {args.plots}")
 
 

@@ -14,13 +14,14 @@ from engine.compaction import Compaction
 from engine.coordinator import COORDINATOR_ASSIGN_TOPIC, Coordinators
 from engine.entry_cache import CacheBudget
 from engine.errors import BrokerError
+from engine.ledgers import LedgerRollover
 from engine.names import TopicName
 from engine.namespaces import Namespaces
 from engine.non_persistent import NonPersistentTopic
 from engine.pending_ack import PendingAck
 from engine.schemas import SchemaRegistry
 from engine.stats import BrokerStats
-from engine.store import StagedWrites, Store, StoreFullError
+from engine.store import TOPIC_CREATED, StagedWrites, Store, StoreFullError, TopicRecord
 from engine.subscription import Subscription
 from engine.topic import Topic, TopicParts
 from engine.topic_list import TopicListWatches
@@ -61,6 +62,11 @@ class BrokerConfig:
     #: Failover: milliseconds from a change of active consumer to the notices and the new one's first messages
     #: (Pulsar's activeConsumerFailoverDelayTimeMillis); 0: at once.
     active_consumer_failover_delay_ms: int = 0
+    #: When a topic's ledgers roll over (and so when retention may delete acknowledged data).
+    ledger_rollover: LedgerRollover = field(default_factory=LedgerRollover)
+    #: ``(minutes, megabytes)`` of retention of a topic without a policy (Pulsar's defaultRetentionTimeInMinutes and
+    #: defaultRetentionSizeInMB, both 0: acknowledged data goes once its ledger is closed; -1: no limit).
+    default_retention: tuple[int, int] = (0, 0)
 
 
 #: The parts a topic owns, built by the classes of the layers above the topic: subscriptions (each with its pending
@@ -70,8 +76,6 @@ TOPIC_PARTS = TopicParts(
     txn_buffer=TransactionBuffer,
     compaction=Compaction,
 )
-#: Store metadata kind of topic partitions' creation times (epoch milliseconds).
-_CREATED = "topic_created"
 #: A commit that replies wait for and that holds at most this many entries and bytes counts as small (see
 #: :class:`CommitRunner`): a few transactions' sends and markers, or a lone message.
 SMALL_COMMIT_ENTRIES = 32
@@ -136,7 +140,7 @@ class Broker:
         #: Non-persistent topic partitions, in memory only (a restart forgets them).
         self.non_persistent: dict[str, NonPersistentTopic] = {}
         self._records = store.topics()
-        self._creation_times = {name: int(ms) for name, ms in store.metadata(_CREATED).items()}
+        self._creation_times = {name: int(ms) for name, ms in store.metadata(TOPIC_CREATED).items()}
         self._partitioned = store.partitioned_topics()
         #: Watches of namespaces' topic lists (pattern consumers), told of every topic that comes or goes.
         self.topic_watches = TopicListWatches(self.topics_of_namespace)
@@ -228,10 +232,7 @@ class Broker:
         record = self._records.get(name.full)
         if record is None:
             self._check_new(name, create)
-            record = self.store.create_topic(name.full)
-            self._records[name.full] = record
-            self.topic_watches.changed(name.namespace_name)
-            self._created(name.full)
+            record = self._create(name)
         loaded = Topic(self, name, record, TOPIC_PARTS)
         self.topics[name.full] = loaded
         return loaded
@@ -290,14 +291,16 @@ class Broker:
         name = TopicName.parse(topic)
         self._check_namespace(name)
         if name.full not in self._records:
-            self._records[name.full] = self.store.create_topic(name.full)
-            self.topic_watches.changed(name.namespace_name)
-            self._created(name.full)
+            self._create(name)
         return self.topic(name.full)
 
-    def _created(self, topic: str) -> None:
-        self._creation_times[topic] = now_ms(self.clock)
-        self.store.put_metadata(_CREATED, topic, str(self._creation_times[topic]))
+    def _create(self, name: TopicName) -> TopicRecord:
+        """Create a topic partition's log (one store transaction), and tell the watches."""
+        created = now_ms(self.clock)
+        record = self._records[name.full] = self.store.create_topic(name.full, created)
+        self._creation_times[name.full] = created
+        self.topic_watches.changed(name.namespace_name)
+        return record
 
     def created_ms(self, topic: str) -> int:
         """When a topic partition was created (epoch milliseconds; 0 if before creation times were kept)."""
@@ -325,7 +328,7 @@ class Broker:
         self.topic_watches.changed(name.namespace_name)
         self.namespaces.set_topic_properties(name.full, None)
         self._creation_times.pop(name.full, None)
-        self.store.put_metadata(_CREATED, name.full, None)
+        self.store.put_metadata(TOPIC_CREATED, name.full, None)
 
     def delete_partitioned_topic(self, topic: str) -> None:
         """Delete every partition of a partitioned topic, then its metadata."""

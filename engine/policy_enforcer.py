@@ -82,9 +82,7 @@ class PolicyEnforcer:
             if ttl > 0:
                 for subscription in list(topic.subscriptions.values()):
                     subscription.expire_before(now - ttl * 1000)
-            retention = namespaces.retention(name)
-            if retention is not None:
-                self.trim(topic, retention, now)
+            self.trim(topic, namespaces.retention(name) or self.broker.config.default_retention, now)
             threshold = namespaces.compaction_threshold(name)
             if threshold > 0:
                 compact_over(topic, threshold)
@@ -108,20 +106,30 @@ class PolicyEnforcer:
         """Delete acknowledged entries beyond the retention limits; returns the last entry deleted (-1 if none).
 
         As in Pulsar, acknowledged data goes once it is older than the retention time, or once the topic holds
-        more than the retention size; -1 for a limit means no limit, and entries still to be read stay.
+        more than the retention size; -1 for a limit means no limit, and entries still to be read stay. It goes a
+        whole closed ledger at a time (see :mod:`engine.ledgers`): the open ledger stays.
         """
+        ledgers = topic.ledgers
+        ledgers.roll(topic.last_confirmed, now, self.broker.config.ledger_rollover)
+        # What could go at most, found cheaply first: most checks stop here, without asking the store.
+        upto = ledgers.deletable_upto(consumed_upto(topic))
+        if upto < ledgers.first_kept or upto < topic.first_entry_id():
+            return -1
         minutes, megabytes = retention
-        consumed = consumed_upto(topic)
-        upto = -1
-        if minutes >= 0:
-            upto = max(upto, topic.entry_at_time(now - minutes * 60_000) - 1)
-        if megabytes >= 0:
-            over = topic.store.newest_over_size(topic.topic_id, topic.last_confirmed, megabytes * 1024 * 1024)
-            if over is not None:
-                upto = max(upto, over)
-        upto = min(upto, consumed)
+        limit = -1
+        if minutes == 0 or megabytes == 0:
+            limit = upto
+        else:
+            if minutes > 0:
+                limit = max(limit, topic.entry_at_time(now - minutes * 60_000) - 1)
+            if megabytes > 0:
+                over = topic.store.newest_over_size(topic.topic_id, topic.last_confirmed, megabytes * 1024 * 1024)
+                if over is not None:
+                    limit = max(limit, over)
+        upto = ledgers.deletable_upto(min(upto, limit))
         if upto < topic.first_entry_id():
             return -1
+        ledgers.deleted_upto(upto)
         topic.store.stage_trim(topic.topic_id, upto)
         self.broker.after_commit(lambda _: self.broker.stats.storage.forget(topic.topic_id), None)
         log.info("%s: retention %s deletes entries up to %d", topic.name, retention, upto)

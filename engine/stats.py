@@ -40,7 +40,8 @@ class StorageTracker:
         upto = topic.last_confirmed
         known = self._known.get(topic.topic_id)
         if known is None:
-            count, size = self.store.entries_size(topic.topic_id, -1, upto)
+            # Entries retention is deleting no longer count, though the deletion may not be committed yet.
+            count, size = self.store.entries_size(topic.topic_id, topic.ledgers.first_kept - 1, upto)
         elif known[0] < upto:
             added, added_bytes = self.store.entries_size(topic.topic_id, known[0], upto)
             count, size = known[1] + added, known[2] + added_bytes

@@ -35,8 +35,9 @@ class Storage(Protocol):
         """Every topic partition that has a log."""
         ...
 
-    def create_topic(self, name: str) -> TopicRecord:
-        """Create the log of a topic partition."""
+    def create_topic(self, name: str, created_ms: int) -> TopicRecord:
+        """Create the log of a topic partition, with its creation time (metadata kind ``TOPIC_CREATED``), in one
+        transaction: one sync of the disk per topic."""
         ...
 
     def delete_topic(self, name: str, topic_id: int) -> None:

@@ -1,13 +1,15 @@
 """Durable storage on SQLite in WAL mode: topic logs, cursors, producer sequence ids and schemas.
 
 Writes are staged and made durable together by :meth:`Store.commit` (one fsync for many messages:
-the group commit). Each topic partition's log is its own table keyed by entry id, so appends and
-range reads walk one B-tree.
+the group commit). Every topic partition's log lives in one table keyed by topic id and entry id together (see
+:data:`ENTRY_ID_BITS`), so a topic's appends and range reads walk one contiguous range of one B-tree, and creating
+a topic changes no schema. Deleted data gives its pages back to the file system (auto_vacuum INCREMENTAL).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -21,6 +23,29 @@ from typing import NamedTuple, TypeVar
 #: per row (inserting 500 entries took 5-10 ms instead of about 1).
 ROWS_PER_STATEMENT = 256
 
+#: A store written before pages were given back (auto_vacuum NONE) up to this size is converted when it opens (a
+#: VACUUM: seconds); a larger one is left as it is, with a warning (its free pages are reused, not given back).
+MIGRATE_AT_OPEN_BYTES = 1 << 30
+#: Free pages kept for reuse after deletions (4 MiB of 4 KiB pages): fewer are not worth giving back.
+FREE_PAGES_KEPT = 1024
+#: Free pages given back to the file system after one commit, at most (64 MiB): a large trim is given back over
+#: several commits, so that no commit waits long behind it.
+FREE_PAGES_PER_COMMIT = 16384
+#: Bytes the WAL is cut back to once checkpointed (SQLite leaves it at its largest size otherwise).
+WAL_SIZE_LIMIT = 8 << 20
+#: Milliseconds a connection waits for another one's lock.
+BUSY_TIMEOUT_MS = 10_000
+
+#: Every topic partition's log lives in the table ``entries``, keyed by its topic id shifted left by this many bits
+#: plus the entry id: one B-tree for all topics, each topic a contiguous range of it. (A table per topic made every
+#: topic created cost more than the one before: SQLite reads its whole schema again after each change of it.)
+ENTRY_ID_BITS = 40
+#: The largest entry id a topic partition may have.
+MAX_ENTRY_ID = (1 << ENTRY_ID_BITS) - 1
+#: Store metadata kind of topic partitions' creation times (epoch milliseconds).
+TOPIC_CREATED = "topic_created"
+
+log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 _SCHEMA = """
@@ -48,6 +73,8 @@ CREATE TABLE IF NOT EXISTS compacted_entries (
     topic_id INTEGER NOT NULL, entry_id INTEGER NOT NULL, body BLOB NOT NULL, PRIMARY KEY (topic_id, entry_id));
 CREATE TABLE IF NOT EXISTS compactions (
     topic_id INTEGER PRIMARY KEY, horizon INTEGER NOT NULL, ledger_id INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS entries (
+    entry_id INTEGER PRIMARY KEY, publish_time INTEGER NOT NULL, body BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS metadata (
     kind TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, name));
 """
@@ -108,7 +135,18 @@ class Store:
 
     def __init__(self, path: Path | str) -> None:
         self._db = self._connect(path)
+        if str(path) != ":memory:":  # an in-memory database has no disk to give back
+            _give_pages_back(self._db, path)
         self._db.executescript(_SCHEMA)
+        #: Whether deletions give their pages back (auto_vacuum INCREMENTAL), which the writer does after commits.
+        self._incremental = self._db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
+        #: Topic partitions created when each had a table of its own (``ledger_<topic id>``): they keep it.
+        self._own_tables = {
+            int(name.removeprefix("ledger_"))
+            for (name,) in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'ledger_*'"
+            )
+        }
         # Group commits go through a connection of their own, so that they may run on another
         # thread while this one keeps reading (WAL lets readers and one writer work side by side).
         self._writer = self._connect(path)
@@ -117,9 +155,14 @@ class Store:
     @staticmethod
     def _connect(path: Path | str) -> sqlite3.Connection:
         db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        if db.execute("PRAGMA page_count").fetchone()[0] == 0:
+            # A new database, before anything writes its first page: it takes the setting at once (an existing
+            # one is converted by _give_pages_back; setting it again would write, which a full disk refuses).
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
-        db.execute("PRAGMA busy_timeout=10000")
+        db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         return db
 
     def close(self) -> None:
@@ -133,9 +176,13 @@ class Store:
         """Increment and return a durable counter (starting at 1)."""
         with _full_disk_named(), self._db:
             self._db.execute("BEGIN IMMEDIATE")
-            row = self._db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
-            value = (row[0] if row else 0) + 1
-            self._db.execute("INSERT OR REPLACE INTO counters VALUES (?, ?)", (name, value))
+            return self._increment(name)
+
+    def _increment(self, name: str) -> int:
+        """Increment a counter inside the caller's transaction; its new value."""
+        row = self._db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
+        value = (row[0] if row else 0) + 1
+        self._db.execute("INSERT OR REPLACE INTO counters VALUES (?, ?)", (name, value))
         return value
 
     def topics(self) -> dict[str, TopicRecord]:
@@ -143,17 +190,15 @@ class Store:
         rows = self._db.execute("SELECT name, topic_id, ledger_id FROM topics")
         return {name: TopicRecord(tid, lid) for name, tid, lid in rows}
 
-    def create_topic(self, name: str) -> TopicRecord:
-        """Create the log of a topic partition."""
-        topic_id = self.next_value("topic_id")
-        ledger_id = self.next_value("ledger_id")
-        with self._db:
+    def create_topic(self, name: str, created_ms: int) -> TopicRecord:
+        """Create the log of a topic partition, with its creation time (metadata kind :data:`TOPIC_CREATED`), in one
+        transaction: one sync of the disk per topic."""
+        with _full_disk_named(), self._db:
             self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute(
-                f"CREATE TABLE ledger_{topic_id} (entry_id INTEGER PRIMARY KEY,"
-                " publish_time INTEGER NOT NULL, body BLOB NOT NULL)"
-            )
+            topic_id = self._increment("topic_id")
+            ledger_id = self._increment("ledger_id")
             self._db.execute("INSERT INTO topics VALUES (?, ?, ?)", (name, topic_id, ledger_id))
+            self._db.execute("INSERT OR REPLACE INTO metadata VALUES (?, ?, ?)", (TOPIC_CREATED, name, str(created_ms)))
         return TopicRecord(topic_id, ledger_id)
 
     def delete_topic(self, name: str, topic_id: int) -> None:
@@ -163,7 +208,12 @@ class Store:
         self._staged.entries.pop(topic_id, None)
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute(f"DROP TABLE IF EXISTS ledger_{topic_id}")
+            if topic_id in self._own_tables:
+                self._db.execute(f"DROP TABLE IF EXISTS ledger_{topic_id}")
+                self._own_tables.discard(topic_id)
+            else:
+                base = topic_id << ENTRY_ID_BITS
+                self._db.execute("DELETE FROM entries WHERE entry_id BETWEEN ? AND ?", (base, base + MAX_ENTRY_ID))
             self._db.execute("DELETE FROM topics WHERE name = ?", (name,))
             self._db.execute("DELETE FROM cursors WHERE topic_id = ?", (topic_id,))
             self._db.execute("DELETE FROM producer_sequences WHERE topic_id = ?", (topic_id,))
@@ -198,62 +248,86 @@ class Store:
 
     # -- topic logs ---------------------------------------------------------------------------
 
+    def _log_table(self, topic_id: int) -> tuple[str, int]:
+        """The table holding a topic partition's entries, and what its keys add to the entry ids."""
+        if topic_id in self._own_tables:
+            return f"ledger_{topic_id}", 0
+        return "entries", topic_id << ENTRY_ID_BITS
+
     def last_entry_id(self, topic_id: int) -> int:
         """The id of the last stored entry, or -1."""
-        row = self._db.execute(f"SELECT max(entry_id) FROM ledger_{topic_id}").fetchone()
-        return -1 if row[0] is None else row[0]
+        table, base = self._log_table(topic_id)
+        row = self._db.execute(
+            f"SELECT entry_id FROM {table} WHERE entry_id BETWEEN ? AND ? ORDER BY entry_id DESC LIMIT 1",
+            (base, base + MAX_ENTRY_ID),
+        ).fetchone()
+        return -1 if row is None else row[0] - base
 
     def first_entry_id(self, topic_id: int) -> int:
         """The id of the first stored entry, or -1."""
-        row = self._db.execute(f"SELECT min(entry_id) FROM ledger_{topic_id}").fetchone()
-        return -1 if row[0] is None else row[0]
+        table, base = self._log_table(topic_id)
+        row = self._db.execute(
+            f"SELECT entry_id FROM {table} WHERE entry_id BETWEEN ? AND ? ORDER BY entry_id LIMIT 1",
+            (base, base + MAX_ENTRY_ID),
+        ).fetchone()
+        return -1 if row is None else row[0] - base
 
     def read(self, topic_id: int, start: int, end: int, max_bytes: int | None = None) -> list[tuple[int, bytes]]:
         """Committed entries with ``start <= entry_id <= end``, in order; with ``max_bytes``, only as many as it
         takes to reach that many bytes of bodies (at least one)."""
+        table, base = self._log_table(topic_id)
         rows = self._db.execute(
-            f"SELECT entry_id, body FROM ledger_{topic_id} WHERE entry_id BETWEEN ? AND ? ORDER BY entry_id",
-            (start, end),
+            f"SELECT entry_id - ?, body FROM {table} WHERE entry_id BETWEEN ? AND ? ORDER BY entry_id",
+            (base, base + max(start, 0), base + min(end, MAX_ENTRY_ID)),
         )
         return rows.fetchall() if max_bytes is None else up_to_bytes(rows, max_bytes, _body_size)
 
     def read_ids(self, topic_id: int, ids: list[int], max_bytes: int | None = None) -> list[tuple[int, bytes]]:
         """Committed entries with the given ids, in order; ``max_bytes`` as in :meth:`read`."""
+        table, base = self._log_table(topic_id)
         marks = ",".join("?" * len(ids))
         rows = self._db.execute(
-            f"SELECT entry_id, body FROM ledger_{topic_id} WHERE entry_id IN ({marks}) ORDER BY entry_id", ids
+            f"SELECT entry_id - ?, body FROM {table} WHERE entry_id IN ({marks}) ORDER BY entry_id",
+            (base, *(base + i for i in ids)),
         )
         return rows.fetchall() if max_bytes is None else up_to_bytes(rows, max_bytes, _body_size)
 
     def entry_at_time(self, topic_id: int, publish_time_ms: int) -> int | None:
         """The first entry published at or after ``publish_time_ms``."""
+        table, base = self._log_table(topic_id)
         row = self._db.execute(
-            f"SELECT min(entry_id) FROM ledger_{topic_id} WHERE publish_time >= ?", (publish_time_ms,)
+            f"SELECT entry_id FROM {table} WHERE entry_id BETWEEN ? AND ? AND publish_time >= ?"
+            " ORDER BY entry_id LIMIT 1",
+            (base, base + MAX_ENTRY_ID, publish_time_ms),
         ).fetchone()
-        return row[0]
+        return None if row is None else row[0] - base
 
     def entries_size(self, topic_id: int, after: int, upto: int) -> tuple[int, int]:
         """Count and total bytes of the committed entries with ``after < entry_id <= upto``."""
+        table, base = self._log_table(topic_id)
         row = self._db.execute(
-            f"SELECT count(*), coalesce(sum(length(body)), 0) FROM ledger_{topic_id}"
-            " WHERE entry_id > ? AND entry_id <= ?",
-            (after, upto),
+            f"SELECT count(*), coalesce(sum(length(body)), 0) FROM {table} WHERE entry_id BETWEEN ? AND ?",
+            (base + max(after + 1, 0), base + min(upto, MAX_ENTRY_ID)),
         ).fetchone()
         return row[0], row[1]
 
     def newest_over_size(self, topic_id: int, upto: int, max_bytes: int) -> int | None:
         """The newest entry at or below ``upto`` such that it and the entries after it (to ``upto``) exceed
         ``max_bytes``; None if they all fit."""
+        table, base = self._log_table(topic_id)
         row = self._db.execute(
             f"SELECT entry_id FROM (SELECT entry_id, sum(length(body)) OVER (ORDER BY entry_id DESC) AS acc"
-            f" FROM ledger_{topic_id} WHERE entry_id <= ?) WHERE acc > ? ORDER BY entry_id DESC LIMIT 1",
-            (upto, max_bytes),
+            f" FROM {table} WHERE entry_id BETWEEN ? AND ?) WHERE acc > ? ORDER BY entry_id DESC LIMIT 1",
+            (base, base + min(upto, MAX_ENTRY_ID), max_bytes),
         ).fetchone()
-        return None if row is None else row[0]
+        return None if row is None else row[0] - base
 
     def stage_trim(self, topic_id: int, upto: int) -> None:
         """Stage the deletion of the entries up to and including ``upto`` (retention)."""
-        self._staged.ops.append((f"DELETE FROM ledger_{topic_id} WHERE entry_id <= ?", (upto,)))
+        table, base = self._log_table(topic_id)
+        self._staged.ops.append(
+            (f"DELETE FROM {table} WHERE entry_id BETWEEN ? AND ?", (base, base + min(upto, MAX_ENTRY_ID)))
+        )
 
     def stage_entry(self, topic_id: int, entry_id: int, publish_time: int, body: bytes) -> None:
         """Stage an entry for the next commit."""
@@ -413,16 +487,72 @@ class Store:
     def write(self, staged: StagedWrites) -> None:
         """Make taken writes durable in one transaction (may run on another thread, one call at a time)."""
         with _full_disk_named():
-            _write(self._writer, staged)
+            _write(self._writer, staged, self._log_table)
+        if self._incremental:
+            _free_pages(self._writer)
 
 
-def _write(db: sqlite3.Connection, staged: StagedWrites) -> None:
-    """One transaction of staged writes on ``db``."""
+def _give_pages_back(db: sqlite3.Connection, path: Path | str) -> None:
+    """Make a store give the pages of deleted data back to the file system (auto_vacuum INCREMENTAL).
+
+    A new database takes the setting when it is opened; one written before it had none, and SQLite only converts a
+    database by rewriting it (VACUUM), which a store up to :data:`MIGRATE_AT_OPEN_BYTES` gets here.
+    """
+    if db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+        return  # a new database took the setting (see Store._connect), or a converted one
+    size = db.execute("PRAGMA page_count").fetchone()[0] * db.execute("PRAGMA page_size").fetchone()[0]
+    if size > MIGRATE_AT_OPEN_BYTES:
+        log.warning(
+            "%s (%d MiB) was written without auto_vacuum: deleted data leaves free pages that are reused but not "
+            "given back; to give them back, stop the server and run: python -c \"import sqlite3; sqlite3.connect('%s', "
+            "isolation_level=None).executescript('PRAGMA auto_vacuum=INCREMENTAL; VACUUM')\"",
+            path,
+            size >> 20,
+            path,
+        )
+        return
+    with _full_disk_named():
+        db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        db.execute("VACUUM")
+    log.info("%s: converted to auto_vacuum=INCREMENTAL (%d MiB)", path, size >> 20)
+
+
+def _free_pages(db: sqlite3.Connection) -> None:
+    """Give free pages beyond :data:`FREE_PAGES_KEPT` back to the file system, up to :data:`FREE_PAGES_PER_COMMIT`.
+
+    The commit before this succeeded whatever happens here: a failure is logged, and the pages stay free for reuse.
+    """
+    free = db.execute("PRAGMA freelist_count").fetchone()[0]
+    if free <= FREE_PAGES_KEPT:
+        return
+    try:
+        # One page per step, and Python's execute() steps once: executescript() steps to the end.
+        db.executescript(f"PRAGMA incremental_vacuum({min(free, FREE_PAGES_PER_COMMIT)});")
+        # The file shrinks when the WAL is checkpointed: now if no reader is in the way (no waiting), which also
+        # empties the WAL; else at a later automatic checkpoint.
+        db.execute("PRAGMA busy_timeout=0")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    except sqlite3.Error as exc:
+        log.warning("giving free pages back failed (%s); they stay free for reuse", exc)
+    finally:
+        db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
+
+def _write(db: sqlite3.Connection, staged: StagedWrites, log_table: Callable[[int], tuple[str, int]]) -> None:
+    """One transaction of staged writes on ``db`` (``log_table`` names where a topic's entries go)."""
     entries, cursors, sequences, ops, txn_records, txn_removals = staged
     db.execute("BEGIN")
     try:
+        # The entries of all topics sharing the one table go in together: statements of many rows each, however
+        # many topics the commit holds.
+        shared: list[tuple[int, int, bytes]] = []
         for topic_id, rows in entries.items():
-            _execute_rows(db, f"INSERT INTO ledger_{topic_id} VALUES", "(?, ?, ?)", ", ", rows)
+            table, base = log_table(topic_id)
+            if base:
+                shared.extend([(base + entry_id, publish_time, body) for entry_id, publish_time, body in rows])
+            else:
+                _execute_rows(db, f"INSERT INTO {table} VALUES", "(?, ?, ?)", ", ", rows)
+        _execute_rows(db, "INSERT INTO entries VALUES", "(?, ?, ?)", ", ", shared)
         for (topic_id, name), state in cursors.items():
             if state is None:
                 db.execute("DELETE FROM cursors WHERE topic_id = ? AND name = ?", (topic_id, name))

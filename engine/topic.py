@@ -13,6 +13,7 @@ from engine.cursor import Cursor
 from engine.entry import Entry
 from engine.entry_cache import CacheBudget, EntryCache
 from engine.errors import BrokerError
+from engine.ledgers import Ledgers
 from engine.limits import TopicLimits
 from engine.names import TopicName
 from engine.store import TopicRecord, up_to_bytes
@@ -306,6 +307,8 @@ class Topic(ProducerHost):
         #: When an entry last became durable since the topic was loaded (epoch ms; 0: none yet), as a ledger's
         #: last add time.
         self.last_add_ms = 0
+        #: The ledgers the entries would lie in (retention deletes whole closed ones).
+        self.ledgers = Ledgers(now_ms(self.clock))
         #: The last entry of a terminated topic (no more publishes), else None.
         self.terminated: int | None = broker.terminated.get(name.full)
         self._cache = EntryCache(broker.entry_cache)
@@ -418,9 +421,10 @@ class Topic(ProducerHost):
 
     def first_entry_id(self) -> int:
         """The first entry still stored; if none is, the first one after the committed log (entries staged for the
-        commit in flight count: a subscription created at the earliest position must not start after them)."""
+        commit in flight count: a subscription created at the earliest position must not start after them; entries
+        retention deletes do not count from the moment it decides to)."""
         first = self.store.first_entry_id(self.topic_id)
-        return self.last_confirmed + 1 if first < 0 else first
+        return self.last_confirmed + 1 if first < 0 else max(first, self.ledgers.first_kept)
 
     # -- producers -----------------------------------------------------------------------------
 

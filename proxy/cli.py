@@ -80,6 +80,31 @@ def _parser() -> argparse.ArgumentParser:
         help="MiB of entries all topics keep in memory together for dispatch (default 128)",
     )
     serve.add_argument(
+        "--managed-ledger-max-entries-per-ledger",
+        type=int,
+        help="entries after which a ledger rolls over; retention deletes whole closed ledgers (default 50000)",
+    )
+    serve.add_argument(
+        "--managed-ledger-min-ledger-rollover-time-minutes",
+        type=int,
+        help="minutes a ledger stays open at least (default 10)",
+    )
+    serve.add_argument(
+        "--managed-ledger-max-ledger-rollover-time-minutes",
+        type=int,
+        help="minutes after which a ledger that is not empty rolls over (default 240)",
+    )
+    serve.add_argument(
+        "--default-retention-time-in-minutes",
+        type=int,
+        help="retention of topics without a policy: 0 keeps nothing acknowledged (Pulsar's default), -1 no limit",
+    )
+    serve.add_argument(
+        "--default-retention-size-in-mb",
+        type=int,
+        help="retention size of topics without a policy: 0 (default) or -1 for no limit",
+    )
+    serve.add_argument(
         "--active-consumer-failover-delay-time-millis",
         type=int,
         help="Failover: ms from a change of active consumer to its notices and first messages (default 0; Pulsar 1000)",

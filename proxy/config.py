@@ -57,6 +57,16 @@ class Settings:
     #: MiB of entries all topics keep in memory together for dispatch (Pulsar's managedLedgerCacheSizeMB): memory
     #: does not grow with the number of topics; older entries are read from the store.
     managed_ledger_cache_size_mb: int = 128
+    #: When a topic's ledger rolls over (Pulsar's settings and defaults): at this many entries once it is at least
+    #: the minimum time old, or at the maximum time. Retention, and without a retention policy the broker's default
+    #: of keeping nothing acknowledged, deletes acknowledged data a whole closed ledger at a time.
+    managed_ledger_max_entries_per_ledger: int = 50_000
+    managed_ledger_min_ledger_rollover_time_minutes: int = 10
+    managed_ledger_max_ledger_rollover_time_minutes: int = 240
+    #: Retention of topics without a policy (Pulsar's defaultRetentionTimeInMinutes / defaultRetentionSizeInMB):
+    #: 0 keeps nothing acknowledged once its ledger is closed, -1 sets no limit (both -1: keep everything).
+    default_retention_time_in_minutes: int = 0
+    default_retention_size_in_mb: int = 0
     #: Failover subscriptions: milliseconds from a change of active consumer to the notices to the consumers and the
     #: new active one's first messages (Pulsar's activeConsumerFailoverDelayTimeMillis, 1000 there by default; 0
     #: here: at once).

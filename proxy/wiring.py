@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.broker import Broker, BrokerConfig, CommitRunner
+from engine.ledgers import LedgerRollover
 from engine.policy_enforcer import PolicyEnforcer
 from engine.txn_buffer import SnapshotPolicy
 from proxy.commits import ThreadedCommits
@@ -60,6 +61,12 @@ def broker_config(settings: Settings) -> BrokerConfig:
         authorization_enabled=settings.authorization_enabled,
         super_user_roles=super_user_roles(settings),
         active_consumer_failover_delay_ms=settings.active_consumer_failover_delay_time_millis,
+        ledger_rollover=LedgerRollover(
+            settings.managed_ledger_max_entries_per_ledger,
+            settings.managed_ledger_min_ledger_rollover_time_minutes,
+            settings.managed_ledger_max_ledger_rollover_time_minutes,
+        ),
+        default_retention=(settings.default_retention_time_in_minutes, settings.default_retention_size_in_mb),
     )
 
 

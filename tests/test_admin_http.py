@@ -381,7 +381,9 @@ def _wait_until(check: Callable[[], bool], timeout: float = 8.0) -> bool:
 
 
 def test_namespace_message_ttl_and_retention_apply(server_factory: ServerFactory) -> None:
-    proc, url = start_admin_server(server_factory, "--policy-check-interval-seconds", "1")
+    # Ledgers of one entry: retention deletes whole closed ledgers, so here any acknowledged entry may go.
+    ledgers = ("--managed-ledger-max-entries-per-ledger", "1", "--managed-ledger-min-ledger-rollover-time-minutes", "0")
+    proc, url = start_admin_server(server_factory, "--policy-check-interval-seconds", "1", *ledgers)
     http = Http(url)
     ttl_ns, kept_ns = f"public/{_ns()}", f"public/{_ns()}"
     for ns in (ttl_ns, kept_ns):

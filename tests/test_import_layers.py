@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("wire: protocol, sans-I/O", ("wire", "wire.*")),
     # -- engine/, lowest first: issue 30's order --
     (
-        "engine values: names, errors, ids, entries, time, limits, subscription types, schema rules",
+        "engine values: names, errors, ids, entries, time, limits, ledger spans, subscription types, schema rules",
         (
             "engine",
             "engine.errors",
@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "engine.transactions",
             "engine.entry",
             "engine.limits",
+            "engine.ledgers",
             "engine.subscription_types",
             "engine.avro_compat",
             "engine.schema_compat",
