@@ -142,9 +142,8 @@ class Runtime:
         for thread in self._threads:
             thread.start()
 
-    @staticmethod
-    def now() -> float:
-        return time.monotonic()
+    #: The clock the cores run on (seconds, monotonic).
+    now = staticmethod(time.monotonic)
 
     def next_id(self) -> int:
         """A producer/consumer id unique within this client."""

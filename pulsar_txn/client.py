@@ -366,9 +366,14 @@ class Consumer:
         self._closed = False
         self._next = 0
         self._listener_thread: threading.Thread | None = None
-        self._core_set = frozenset(cores)
-        #: Hand out what the cores queued as it is (an entry reader's entries) rather than as :class:`Message`.
-        self._raw = False
+        self._own(cores)
+
+    def _own(self, cores: list[ConsumerCore]) -> None:
+        """The cores queue :class:`Message` objects whose ``value()`` decodes with this consumer's schema."""
+        for core in cores:
+            core.owner = self
+            if type(core) is ConsumerCore:
+                core.message_type = Message
 
     def topic(self) -> str:
         return self._topic
@@ -383,25 +388,17 @@ class Consumer:
         return not self._closed and all(core.connected for core in self._cores)
 
     def _take(self) -> Message | None:
+        """The next queued message (round robin over the cores), its permits given back; None when none is queued."""
         cores = self._cores
         count = len(cores)
-        if count == 1:
-            core = cores[0]
-            received = core.take()
-            if received is None:
-                return None
-            conn = core.conn
-            if conn is not None and conn._out:  # permits to give back
-                self._rt.kick(core)
-            return received if self._raw else Message(received, self._schema)
         for offset in range(count):
-            core = self._cores[(self._next + offset) % count]
-            received = core.take()
-            if received is not None:
+            core = cores[(self._next + offset) % count]
+            message = core.take()
+            if message is not None:
                 self._next = (self._next + offset + 1) % count
                 if core.conn is not None and core.conn.has_output:  # permits to give back
                     self._rt.kick(core)
-                return received if self._raw else Message(received, self._schema)
+                return message  # type: ignore[return-value]
         return None
 
     def receive(self, timeout_millis: int | None = None) -> Message:
@@ -410,9 +407,18 @@ class Consumer:
         with rt.lock:
             if self._closed or rt.closed:
                 self._check()
-            message = self._take()
-            if message is not None:
-                return message
+            if len(self._cores) == 1:  # the common case, without _take's round robin
+                core = self._cores[0]
+                message = core.take()
+                if message is not None:
+                    conn = core.conn
+                    if conn is not None and conn._out:  # permits to give back
+                        rt.kick(core)
+                    return message  # type: ignore[return-value]  # the core's message_type is Message
+            else:
+                message = self._take()
+                if message is not None:
+                    return message
             found: list[Message] = []
 
             def ready() -> bool:
@@ -461,19 +467,13 @@ class Consumer:
         if cumulative and self._config.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise CumulativeAcknowledgementNotAllowedError("cumulative ack on a Shared or Key_Shared subscription")
         rt = self._rt
-        if txn is None and type(message) is Message and message._received.info.consumer in self._core_set:
-            received = message._received  # the common case, without building a MessageId
-            core = received.info.consumer
+        if cumulative and txn is None and type(message) is Message and message.info.consumer.owner is self:
+            info = message.info  # a message this consumer handed out, without building a MessageId
+            core = info.consumer
             with rt.lock:
                 if self._closed or rt.closed:
                     self._check()
-                if cumulative:
-                    info = received.info
-                    core.ack(
-                        (info.ledger, info.entry, received.batch_index), info.batch_size, info.batch, True, rt.now()
-                    )
-                elif not core.ack_message(received, rt.now()):
-                    return
+                core.ack((info.ledger, info.entry, message.batch_index), info.batch_size, info.batch, True, rt.now())
                 rt.kick(core)
             return
         mid = message.message_id() if isinstance(message, Message) else message
@@ -509,6 +509,16 @@ class Consumer:
 
     def acknowledge(self, message: Message | MessageId, txn: Transaction | None = None) -> None:
         """Acknowledge one message (or message id); in ``txn``, it counts only once the transaction commits."""
+        if txn is None and type(message) is Message:
+            core = message.info.consumer
+            if core.owner is self:  # the common case (a message this consumer handed out), without a MessageId
+                rt = self._rt
+                with rt.lock:
+                    if self._closed or rt.closed:
+                        self._check()
+                    if core.ack_message(message, rt.now()):
+                        rt.kick(core)
+                return
         self._ack(message, False, txn)
 
     def acknowledge_cumulative(self, message: Message | MessageId, txn: Transaction | None = None) -> None:
@@ -620,13 +630,13 @@ class Consumer:
         if not new or self._closed:
             return
         cores = self._client._cores_of(new, self._config)
+        self._own(cores)
         for core in cores:
             self._rt.retrying(lambda core=core: self._rt.register_consumer(core))
         with self._rt.lock:
             if self._closed:
                 return
             self._cores = [*self._cores, *cores]
-            self._core_set = frozenset(self._cores)
             hook = self._rt.ready_hooks.get(id(self._cores[0]))
             if hook is not None:
                 for core in cores:
@@ -1036,7 +1046,6 @@ class Client:
         )
         core = EntryConsumerCore(topic, split_partition(topic)[1], config)
         consumer = Consumer(self, topic, [core], None, config)
-        consumer._raw = True
         try:
             self._rt.retrying(lambda: self._rt.register_consumer(core))
         except BaseException:

@@ -106,7 +106,9 @@ class EntryInfo:
 
 class ReceivedMessage:
     """A message taken from the wire; ``batch_index`` is -1 for a message stored alone. Its metadata is read from
-    the entry's (and, in a batch, its own ``SingleMessageMetadata``) only when asked for."""
+    the entry's (and, in a batch, its own ``SingleMessageMetadata``) only when asked for. A shell hands these out
+    as they are: its message class (:attr:`ConsumerCore.message_type`) derives from this one and adds the accessors
+    users call, so a received message is one object."""
 
     __slots__ = ("_single", "batch_index", "info", "payload")
 
@@ -120,6 +122,8 @@ class ReceivedMessage:
 
     @property
     def single(self) -> Any:
+        """The metadata of this message: its ``SingleMessageMetadata`` in a batch, the entry's ``MessageMetadata``
+        otherwise (both carry ``properties``, ``partition_key``, ``ordering_key``, ``event_time``, ``null_value``)."""
         single = self._single
         if type(single) is bytes:
             single = self._single = SingleMessageMetadata.FromString(single)
@@ -132,29 +136,6 @@ class ReceivedMessage:
     batch_size = property(lambda self: self.info.batch_size)
     batch = property(lambda self: self.info.batch)
     generation = property(lambda self: self.info.generation)
-    redelivery_count = property(lambda self: self.info.redeliveries)
-    publish_time = property(lambda self: self.info.meta.publish_time)
-    producer_name = property(lambda self: self.info.meta.producer_name)
-    topic = property(lambda self: self.info.consumer.topic)
-    #: The protocol's ``KeyValue`` list.
-    properties = property(lambda self: self.single.properties)
-    event_time = property(lambda self: self.single.event_time)
-    null_value = property(lambda self: self.single.null_value)
-
-    @property
-    def partition_key(self) -> str | None:
-        single = self.single
-        return single.partition_key if single.HasField("partition_key") else None
-
-    @property
-    def ordering_key(self) -> bytes | None:
-        single = self.single
-        return single.ordering_key if single.HasField("ordering_key") else None
-
-    @property
-    def schema_version(self) -> bytes | None:
-        meta = self.info.meta
-        return meta.schema_version if meta.HasField("schema_version") else None
 
     @property
     def position(self) -> tuple[int, int, int]:
@@ -177,7 +158,12 @@ def ack_set(batch_size: int, acked: range) -> list[int]:
 class ConsumerCore:
     """One partition's consumer; ``partition`` is -1 for a topic that is not partitioned."""
 
+    #: The class of the messages queued (a shell's subclass of :class:`ReceivedMessage`).
+    message_type: type[ReceivedMessage] = ReceivedMessage
+
     def __init__(self, topic: str, partition: int, config: ConsumerConfig) -> None:
+        #: Whatever the shell keeps for this consumer (its consumer object); the core never reads it.
+        self.owner: Any = None
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -190,7 +176,9 @@ class ConsumerCore:
         #: anew, so a message of an earlier registration must not be acknowledged in a transaction.
         self.generation = 0
         self.incoming: deque[ReceivedMessage] = deque()
-        self.last_dequeued: tuple[int, int, int] | None = None
+        #: The last message taken (its position is :attr:`last_dequeued`), or None.
+        self._last_taken: ReceivedMessage | None = None
+        self._last_position: tuple[int, int, int] | None = None
         #: A reader from the latest message: the broker's last message id when it started (the shell fills it in).
         self.latest_at_start: tuple[int, int, int] | None = None
         self._queue_size = max(1, config.receiver_queue_size)
@@ -293,7 +281,7 @@ class ConsumerCore:
             payload = decompress(meta.compression, payload, meta.uncompressed_size, 64 * 1024 * 1024)
         redeliveries = command.redelivery_count
         if not meta.HasField("num_messages_in_batch"):
-            message = ReceivedMessage(EntryInfo(self, ledger, entry, meta, redeliveries, 0, None), -1, payload, meta)
+            message = self.message_type(EntryInfo(self, ledger, entry, meta, redeliveries, 0, None), -1, payload, meta)
             if self._skip_until is not None and self._skipped(message):
                 self._grant(1)
                 return False
@@ -307,17 +295,18 @@ class ConsumerCore:
         info = EntryInfo(self, ledger, entry, meta, redeliveries, count, None)
         pending = set(range(count)) if not acked else {i for i in range(count) if unacked >> i & 1}
         info.batch = BatchAcks(count, pending)
-        append = self.incoming.append
-        skip = self._skip_until is not None
+        new = self.message_type
         unpack = _U32.unpack_from
         end_of_payload = len(payload)
-        queued = skipped = 0
+        out: list[ReceivedMessage] = []
+        add = out.append
         offset = 0
         try:
             for index in range(count):
                 (size,) = unpack(payload, offset)
-                offset += 4
-                single = payload[offset : offset + size]
+                start = offset + 4
+                offset = start + size
+                single = payload[start:offset]
                 # Encoders write fields in order: with no properties nor key, payload_size (field 3, tag 0x18) leads
                 # and its varint is read here; the rest of the metadata is parsed when first read.
                 if size > 1 and single[0] == 0x18 and single[1] < 0x80:
@@ -327,31 +316,42 @@ class ConsumerCore:
                 else:
                     single = SingleMessageMetadata.FromString(single)
                     payload_size = single.payload_size
-                offset += size
                 end = offset + payload_size
                 if end > end_of_payload:
                     raise ProtocolError("batch message runs past the end of the payload")
-                value = payload[offset:end]
+                add(new(info, index, payload[offset:end], single))
                 offset = end
-                if acked and not unacked >> index & 1:
-                    skipped += 1
-                    continue
-                message = ReceivedMessage(info, index, value, single)
-                if skip and self._skipped(message):
-                    skipped += 1
-                    pending.discard(index)
-                    continue
-                append(message)
-                queued += 1
         except (struct.error, DecodeError, ProtocolError):
             # A malformed batch: none of it is delivered.
-            for _ in range(queued):
-                self.incoming.pop()
             self._grant(count)
             return False
-        if skipped:
-            self._grant(skipped)
-        return queued > 0
+        if acked or self._skip_until is not None:
+            # Left out: what the broker's ack set says is acknowledged, and what comes before a start or seek point.
+            kept = []
+            for message in out:
+                index = message.batch_index
+                if acked and not unacked >> index & 1:
+                    continue
+                if self._skipped(message):
+                    pending.discard(index)
+                    continue
+                kept.append(message)
+            if len(kept) < count:
+                self._grant(count - len(kept))
+            out = kept
+        self.incoming.extend(out)
+        return bool(out)
+
+    @property
+    def last_dequeued(self) -> tuple[int, int, int] | None:
+        """``(ledger, entry, batch index)`` of the last message taken, or None: where a reader resumes."""
+        taken = self._last_taken
+        return self._last_position if taken is None else taken.position
+
+    @last_dequeued.setter
+    def last_dequeued(self, position: tuple[int, int, int] | None) -> None:
+        self._last_taken = None
+        self._last_position = position
 
     def _skipped(self, message: ReceivedMessage) -> bool:
         if self._skip_until is None:
@@ -376,9 +376,7 @@ class ConsumerCore:
         incoming = self.incoming
         if not incoming:
             return None
-        message = incoming.popleft()
-        info = message.info
-        self.last_dequeued = (info.ledger, info.entry, message.batch_index)
+        message = self._last_taken = incoming.popleft()
         self._to_flow += 1
         if self._to_flow >= self._flow_at:
             self._grant(0)
