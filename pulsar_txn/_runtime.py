@@ -39,7 +39,6 @@ from pulsar_txn.exceptions import (
     RETRYABLE,
     AlreadyClosed,
     ConnectError,
-    InvalidUrl,
     PulsarException,
     Timeout,
     TopicNotFound,
@@ -85,8 +84,14 @@ class Link:
 def parse_url(url: str) -> tuple[str, int, bool]:
     """``(host, port, tls)`` of a ``pulsar://`` or ``pulsar+ssl://`` URL."""
     parsed = urlparse(url.split(",")[0])
-    if parsed.scheme not in ("pulsar", "pulsar+ssl") or not parsed.hostname:
-        raise InvalidUrl(f"unsupported service URL {url!r} (pulsar://host:port or pulsar+ssl://host:port expected)")
+    if "://" not in url:
+        raise ValueError(f"The scheme part is missing: {url}")  # what the official client raises
+    if parsed.scheme in ("http", "https"):
+        raise ValueError(f"HTTP lookup is not supported: {url} (pulsar://host:port or pulsar+ssl://host:port)")
+    if parsed.scheme not in ("pulsar", "pulsar+ssl"):
+        raise ValueError(f"Invalid scheme: {parsed.scheme}")
+    if not parsed.hostname:
+        raise ValueError(f"no host in the service URL {url!r}")
     tls = parsed.scheme == "pulsar+ssl"
     return parsed.hostname, parsed.port or (6651 if tls else 6650), tls
 
@@ -293,14 +298,18 @@ class Runtime:
 
     def retrying(self, operation: Callable[[], Any], timeout: float | None = None) -> Any:
         """Run ``operation`` again on a retryable error (lost connection, service not ready) for up to the operation
-        timeout."""
+        timeout. A broker still unreachable then is a :class:`Timeout`, as the official clients report it."""
         deadline = self.now() + (self.operation_timeout if timeout is None else timeout)
         delay = 0.05
         while True:
             try:
                 return operation()
             except RETRYABLE as exc:
-                if isinstance(exc, TlsVerificationError) or self.closed or self.now() + delay >= deadline:
+                if isinstance(exc, TlsVerificationError) or self.closed:
+                    raise
+                if self.now() + delay >= deadline:
+                    if isinstance(exc, ConnectError):
+                        raise Timeout(f"operation timed out: {exc}") from exc
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)

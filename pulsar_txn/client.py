@@ -120,6 +120,32 @@ class Transaction:
         self._client._end(self, commit=False)
 
 
+class RoutedMessage:
+    """The message a ``message_router`` is asked to place, with the accessors of a received one (``data()``,
+    ``properties()``, ``partition_key()``, ``ordering_key()``, ``event_timestamp()``)."""
+
+    __slots__ = ("_message",)
+
+    def __init__(self, message: OutMessage) -> None:
+        self._message = message
+
+    def data(self) -> bytes:
+        return self._message.payload
+
+    def properties(self) -> dict[str, str]:
+        return dict(self._message.properties or {})
+
+    def partition_key(self) -> str:
+        return self._message.partition_key or ""
+
+    def ordering_key(self) -> str:
+        key = self._message.ordering_key
+        return key.decode("utf-8", "replace") if key else ""
+
+    def event_timestamp(self) -> int:
+        return self._message.event_time or 0
+
+
 class Producer:
     """A producer on a topic; a partitioned topic's messages go to partitions by key (Java's ``String.hashCode``)
     or, without a key, as ``message_routing_mode`` says."""
@@ -164,8 +190,8 @@ class Producer:
         count = len(self._cores)
         if count == 1:
             return self._cores[0]
-        if self._routing_mode == PartitionsRoutingMode.CustomPartition and self._router is not None:
-            return self._cores[self._router(message, count) % count]
+        if self._router is not None:  # as the official client: a router given routes every message
+            return self._cores[self._router(RoutedMessage(message), count) % count]
         if message.partition_key:
             return self._cores[java_string_hash(message.partition_key) % count]
         if self._routing_mode == PartitionsRoutingMode.UseSinglePartition:
@@ -1220,7 +1246,7 @@ class Client:
         self._rt.close()
 
 
-class BatchReceivePolicy:
+class ConsumerBatchReceivePolicy:
     """``batch_receive`` limits: at most ``max_num_message`` messages (-1: no limit), waiting up to ``timeout_ms``."""
 
     def __init__(self, max_num_message: int, max_num_bytes: int, timeout_ms: int) -> None:
@@ -1228,6 +1254,10 @@ class BatchReceivePolicy:
 
     def policy(self) -> tuple[int, int, int]:
         return self._policy
+
+
+#: The name this client had before it took the official one.
+BatchReceivePolicy = ConsumerBatchReceivePolicy
 
 
 class ConsumerKeySharedPolicy:
