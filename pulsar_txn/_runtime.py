@@ -42,6 +42,7 @@ from pulsar_txn.exceptions import (
     PulsarException,
     Timeout,
     TopicNotFound,
+    TransactionCoordinatorNotFoundError,
 )
 from wire.commands import payload_of
 from wire.pulsar_api_pb2 import BaseCommand
@@ -298,7 +299,8 @@ class Runtime:
 
     def retrying(self, operation: Callable[[], Any], timeout: float | None = None) -> Any:
         """Run ``operation`` again on a retryable error (lost connection, service not ready) for up to the operation
-        timeout. A broker still unreachable then is a :class:`Timeout`, as the official clients report it."""
+        timeout. Still failing then (broker unreachable, service not ready...), it is a :class:`Timeout`, as the
+        official clients report it."""
         deadline = self.now() + (self.operation_timeout if timeout is None else timeout)
         delay = 0.05
         while True:
@@ -308,9 +310,9 @@ class Runtime:
                 if isinstance(exc, TlsVerificationError) or self.closed:
                     raise
                 if self.now() + delay >= deadline:
-                    if isinstance(exc, ConnectError):
-                        raise Timeout(f"operation timed out: {exc}") from exc
-                    raise
+                    if isinstance(exc, TransactionCoordinatorNotFoundError):
+                        raise  # transactions are off on the broker (the Java client's CoordinatorNotFoundException)
+                    raise Timeout(f"operation timed out: {exc}") from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 

@@ -609,6 +609,64 @@ def test_asyncio_api(run: Run) -> Outcome:
     return _both(run, _asyncio_script)
 
 
+def _listeners_schemas_and_client_options(run: Run, pulsar: ModuleType, label: str) -> Outcome:
+    import threading
+
+    client = _client(run, pulsar)
+    topic = run.topic(f"listener-{label}")
+    heard: list[str] = []
+    done = threading.Event()
+
+    def listener(consumer: Any, msg: Any) -> None:
+        heard.append(msg.data().decode())
+        consumer.acknowledge(msg)
+        if len(heard) == 5:
+            done.set()
+
+    client.subscribe(topic, "s", message_listener=listener)
+    producer = client.create_producer(topic)
+    for i in range(5):
+        producer.send(f"l{i}".encode())
+    done.wait(10)
+    outcome: dict[str, Any] = {"listener_heard": heard}
+    bytes_topic = run.topic(f"bytes-{label}")
+    reader = client.subscribe(bytes_topic, "s", schema=pulsar.schema.BytesSchema())
+    client.create_producer(bytes_topic, schema=pulsar.schema.BytesSchema()).send(b"\x00raw")
+    raw = reader.receive(5000)
+    outcome["bytes_schema"] = [raw.value() == b"\x00raw", raw.data() == b"\x00raw"]
+    definition = {"type": "record", "name": "Point", "fields": [{"name": "x", "type": "int"},
+                                                                 {"name": "y", "type": "int"}]}
+    avro_topic = run.topic(f"avro-definition-{label}")
+    avro = pulsar.schema.AvroSchema(None, schema_definition=definition)
+    points = client.subscribe(avro_topic, "s", schema=avro)
+    client.create_producer(avro_topic, schema=avro).send({"x": 1, "y": -2})
+    outcome["avro_definition"] = points.receive(5000).value()
+
+    class Shape(pulsar.schema.Record):
+        name = pulsar.schema.String()
+        sides = pulsar.schema.Array(pulsar.schema.Integer())
+        tags = pulsar.schema.Map(pulsar.schema.String())
+        area = pulsar.schema.Double()
+
+    json_topic = run.topic(f"json-nested-{label}")
+    shapes = client.subscribe(json_topic, "s", schema=pulsar.schema.JsonSchema(Shape))
+    client.create_producer(json_topic, schema=pulsar.schema.JsonSchema(Shape)).send(
+        Shape(name="tri", sides=[3, 4, 5], tags={"k": "v"}, area=6.0))
+    shape = shapes.receive(5000).value()
+    outcome["json_nested"] = [shape.name, shape.sides, shape.tags, shape.area]
+    elsewhere = pulsar.Client(run.target.service_url, operation_timeout_seconds=3, listener_name="nowhere")
+    outcome["unknown_listener_name"] = _kind(lambda: elsewhere.create_producer(run.topic(f"listener-name-{label}")))
+    elsewhere.close()
+    return outcome
+
+
+@scenario
+def test_message_listener_schemas_and_client_options(run: Run) -> Outcome:
+    """A message_listener that acknowledges; BytesSchema; AvroSchema from a definition; a JSON record with an
+    array, a map and a double; a client whose listener_name the broker does not advertise."""
+    return _both(run, _listeners_schemas_and_client_options)
+
+
 # -- transactions: pulsar_txn, compared with what Pulsar gives the Java client ----------------------
 
 
