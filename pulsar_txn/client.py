@@ -960,6 +960,7 @@ class Client:
             start_message_id_inclusive=start_message_id_inclusive,
             replicate_subscription_state_enabled=replicate_subscription_state_enabled,
             schema=schema.schema_info(),
+            batch_index_ack_enabled=batch_index_ack_enabled,
         )
         if batch_receive_policy is not None:
             config.batch_receive_policy = batch_receive_policy.policy()

@@ -54,6 +54,9 @@ class ConsumerConfig:
     batch_receive_policy: tuple[int, int, int] | None = None
     #: Whether subscribing may create the topic (False: a missing topic fails with ``TopicNotFound``).
     force_topic_creation: bool = True
+    #: Acknowledge messages of a batch one by one (``batch_index_ack_enabled``): the broker does not deliver the
+    #: acknowledged ones again; else a batch is acknowledged once all of it is.
+    batch_index_ack_enabled: bool = False
 
 
 class BatchAcks:
@@ -396,8 +399,28 @@ class ConsumerCore:
                 return False
             unacked.discard(index)
             if unacked:
-                return False
+                if not self.config.batch_index_ack_enabled:
+                    return False
+                # The broker keeps the indexes acknowledged (an ack set of the ones still to come).
+                return self._batch_index_ack(info.ledger, info.entry, index, info.batch_size, False, now)
         self.ack((info.ledger, info.entry, index), info.batch_size, None, False, now)
+        return True
+
+    def _batch_index_ack(self, ledger: int, entry: int, index: int, size: int, cumulative: bool, now: float) -> bool:
+        """Queue the acknowledgement of messages of a batch by index (``batch_index_ack_enabled``): ``index``, or
+        every index up to it when ``cumulative``."""
+        conn = self.conn
+        if conn is None or not conn.ready:
+            return False
+        acked = range(index + 1) if cumulative else range(index, index + 1)
+        mid = {
+            "ledgerId": _u64(ledger),
+            "entryId": _u64(entry),
+            "batch_index": index,
+            "batch_size": size,
+            "ack_set": ack_set(size, acked),
+        }
+        self._group(mid, cumulative, now)
         return True
 
     def ack(
@@ -444,9 +467,14 @@ class ConsumerCore:
                 txnid_most_bits=txn.txn_id.most,
                 txnid_least_bits=txn.txn_id.least,
             )
+        by_index = self.config.batch_index_ack_enabled
         if index >= 0 and batch is not None:
             if cumulative:
                 if index < batch.size - 1:
+                    if by_index:
+                        batch.unacked.difference_update(range(index + 1))
+                        self._batch_index_ack(ledger, entry, index, batch_size, True, now)
+                        return None
                     if entry == 0:
                         return None
                     mid["entryId"] = _u64(entry - 1)
@@ -456,7 +484,14 @@ class ConsumerCore:
                     return None
                 batch.unacked.discard(index)
                 if batch.unacked:
+                    if by_index:
+                        self._batch_index_ack(ledger, entry, index, batch_size, False, now)
                     return None
+        self._group(mid, cumulative, now)
+        return None
+
+    def _group(self, mid: dict[str, Any], cumulative: bool, now: float) -> None:
+        """Queue an acknowledgement (outside a transaction) for the next grouped ACK."""
         if cumulative:
             self._cumulative = mid
         else:
@@ -465,7 +500,6 @@ class ConsumerCore:
             self.flush_acks()
         elif self._ack_deadline is None:
             self._ack_deadline = now + ACK_GROUP_SECONDS
-        return None
 
     def flush_acks(self) -> None:
         """Send the grouped acknowledgements: one ACK of every individual one, one of the last cumulative one."""

@@ -667,6 +667,39 @@ def test_message_listener_schemas_and_client_options(run: Run) -> Outcome:
     return _both(run, _listeners_schemas_and_client_options)
 
 
+def _batch_index_acks(run: Run, pulsar: ModuleType, label: str) -> Outcome:
+    client = _client(run, pulsar)
+    outcome: dict[str, Any] = {}
+    for case in ("individual", "cumulative"):
+        topic = run.topic(f"batch-index-{case}-{label}")
+        producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=200)
+        for i in range(10):
+            producer.send_async(f"b{i}".encode(), None)
+        producer.flush()
+        consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest,
+                                    batch_index_ack_enabled=True)
+        got = [consumer.receive(5000) for _ in range(10)]
+        if case == "individual":
+            for msg in (got[0], got[1], got[2], got[3], got[7]):
+                consumer.acknowledge(msg)
+        else:
+            consumer.acknowledge_cumulative(got[4])
+        time.sleep(0.5)  # the clients group acknowledgements for 100 ms
+        consumer.close()
+        again = client.subscribe(topic, "s", batch_index_ack_enabled=True)
+        back = _drain(pulsar, again)
+        outcome[case] = {"batch_indexes": [m.message_id().batch_index() for m in got], "back": _texts(back),
+                         "back_indexes": [m.message_id().batch_index() for m in back]}
+    return outcome
+
+
+@scenario
+def test_batch_index_acknowledgements(run: Run) -> Outcome:
+    """batch_index_ack_enabled: five messages of a batch of ten acknowledged one by one, or the first five
+    cumulatively; the next consumer gets only the others."""
+    return _both(run, _batch_index_acks)
+
+
 # -- transactions: pulsar_txn, compared with what Pulsar gives the Java client ----------------------
 
 
