@@ -39,10 +39,10 @@ from pulsar_txn.exceptions import (
     RETRYABLE,
     AlreadyClosed,
     ConnectError,
-    InvalidUrl,
     PulsarException,
     Timeout,
     TopicNotFound,
+    TransactionCoordinatorNotFoundError,
 )
 from wire.commands import payload_of
 from wire.pulsar_api_pb2 import BaseCommand
@@ -85,8 +85,14 @@ class Link:
 def parse_url(url: str) -> tuple[str, int, bool]:
     """``(host, port, tls)`` of a ``pulsar://`` or ``pulsar+ssl://`` URL."""
     parsed = urlparse(url.split(",")[0])
-    if parsed.scheme not in ("pulsar", "pulsar+ssl") or not parsed.hostname:
-        raise InvalidUrl(f"unsupported service URL {url!r} (pulsar://host:port or pulsar+ssl://host:port expected)")
+    if "://" not in url:
+        raise ValueError(f"The scheme part is missing: {url}")  # what the official client raises
+    if parsed.scheme in ("http", "https"):
+        raise ValueError(f"HTTP lookup is not supported: {url} (pulsar://host:port or pulsar+ssl://host:port)")
+    if parsed.scheme not in ("pulsar", "pulsar+ssl"):
+        raise ValueError(f"Invalid scheme: {parsed.scheme}")
+    if not parsed.hostname:
+        raise ValueError(f"no host in the service URL {url!r}")
     tls = parsed.scheme == "pulsar+ssl"
     return parsed.hostname, parsed.port or (6651 if tls else 6650), tls
 
@@ -142,9 +148,8 @@ class Runtime:
         for thread in self._threads:
             thread.start()
 
-    @staticmethod
-    def now() -> float:
-        return time.monotonic()
+    #: The clock the cores run on (seconds, monotonic).
+    now = staticmethod(time.monotonic)
 
     def next_id(self) -> int:
         """A producer/consumer id unique within this client."""
@@ -294,15 +299,20 @@ class Runtime:
 
     def retrying(self, operation: Callable[[], Any], timeout: float | None = None) -> Any:
         """Run ``operation`` again on a retryable error (lost connection, service not ready) for up to the operation
-        timeout."""
+        timeout. Still failing then (broker unreachable, service not ready...), it is a :class:`Timeout`, as the
+        official clients report it."""
         deadline = self.now() + (self.operation_timeout if timeout is None else timeout)
         delay = 0.05
         while True:
             try:
                 return operation()
             except RETRYABLE as exc:
-                if isinstance(exc, TlsVerificationError) or self.closed or self.now() + delay >= deadline:
+                if isinstance(exc, TlsVerificationError) or self.closed:
                     raise
+                if self.now() + delay >= deadline:
+                    if isinstance(exc, TransactionCoordinatorNotFoundError):
+                        raise  # transactions are off on the broker (the Java client's CoordinatorNotFoundException)
+                    raise Timeout(f"operation timed out: {exc}") from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 

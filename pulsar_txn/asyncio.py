@@ -248,7 +248,9 @@ class Client:
         self._client = _BlockingClient(service_url, **kwargs)
 
     async def create_producer(self, topic: str, **kwargs: Any) -> Producer:
-        """See :meth:`pulsar_txn.Client.create_producer`."""
+        """See :meth:`pulsar_txn.Client.create_producer`; as in ``pulsar.asyncio``, batching is on unless
+        ``batching_enabled=False``."""
+        kwargs.setdefault("batching_enabled", True)
         return Producer(await asyncio.to_thread(self._client.create_producer, topic, **kwargs))
 
     async def subscribe(self, topic: Any, subscription_name: str, **kwargs: Any) -> Consumer:

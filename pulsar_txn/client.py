@@ -120,6 +120,32 @@ class Transaction:
         self._client._end(self, commit=False)
 
 
+class RoutedMessage:
+    """The message a ``message_router`` is asked to place, with the accessors of a received one (``data()``,
+    ``properties()``, ``partition_key()``, ``ordering_key()``, ``event_timestamp()``)."""
+
+    __slots__ = ("_message",)
+
+    def __init__(self, message: OutMessage) -> None:
+        self._message = message
+
+    def data(self) -> bytes:
+        return self._message.payload
+
+    def properties(self) -> dict[str, str]:
+        return dict(self._message.properties or {})
+
+    def partition_key(self) -> str:
+        return self._message.partition_key or ""
+
+    def ordering_key(self) -> str:
+        key = self._message.ordering_key
+        return key.decode("utf-8", "replace") if key else ""
+
+    def event_timestamp(self) -> int:
+        return self._message.event_time or 0
+
+
 class Producer:
     """A producer on a topic; a partitioned topic's messages go to partitions by key (Java's ``String.hashCode``)
     or, without a key, as ``message_routing_mode`` says."""
@@ -164,8 +190,8 @@ class Producer:
         count = len(self._cores)
         if count == 1:
             return self._cores[0]
-        if self._routing_mode == PartitionsRoutingMode.CustomPartition and self._router is not None:
-            return self._cores[self._router(message, count) % count]
+        if self._router is not None:  # as the official client: a router given routes every message
+            return self._cores[self._router(RoutedMessage(message), count) % count]
         if message.partition_key:
             return self._cores[java_string_hash(message.partition_key) % count]
         if self._routing_mode == PartitionsRoutingMode.UseSinglePartition:
@@ -366,9 +392,14 @@ class Consumer:
         self._closed = False
         self._next = 0
         self._listener_thread: threading.Thread | None = None
-        self._core_set = frozenset(cores)
-        #: Hand out what the cores queued as it is (an entry reader's entries) rather than as :class:`Message`.
-        self._raw = False
+        self._own(cores)
+
+    def _own(self, cores: list[ConsumerCore]) -> None:
+        """The cores queue :class:`Message` objects whose ``value()`` decodes with this consumer's schema."""
+        for core in cores:
+            core.owner = self
+            if type(core) is ConsumerCore:
+                core.message_type = Message
 
     def topic(self) -> str:
         return self._topic
@@ -383,25 +414,17 @@ class Consumer:
         return not self._closed and all(core.connected for core in self._cores)
 
     def _take(self) -> Message | None:
+        """The next queued message (round robin over the cores), its permits given back; None when none is queued."""
         cores = self._cores
         count = len(cores)
-        if count == 1:
-            core = cores[0]
-            received = core.take()
-            if received is None:
-                return None
-            conn = core.conn
-            if conn is not None and conn._out:  # permits to give back
-                self._rt.kick(core)
-            return received if self._raw else Message(received, self._schema)
         for offset in range(count):
-            core = self._cores[(self._next + offset) % count]
-            received = core.take()
-            if received is not None:
+            core = cores[(self._next + offset) % count]
+            message = core.take()
+            if message is not None:
                 self._next = (self._next + offset + 1) % count
                 if core.conn is not None and core.conn.has_output:  # permits to give back
                     self._rt.kick(core)
-                return received if self._raw else Message(received, self._schema)
+                return message  # type: ignore[return-value]
         return None
 
     def receive(self, timeout_millis: int | None = None) -> Message:
@@ -410,9 +433,18 @@ class Consumer:
         with rt.lock:
             if self._closed or rt.closed:
                 self._check()
-            message = self._take()
-            if message is not None:
-                return message
+            if len(self._cores) == 1:  # the common case, without _take's round robin
+                core = self._cores[0]
+                message = core.take()
+                if message is not None:
+                    conn = core.conn
+                    if conn is not None and conn._out:  # permits to give back
+                        rt.kick(core)
+                    return message  # type: ignore[return-value]  # the core's message_type is Message
+            else:
+                message = self._take()
+                if message is not None:
+                    return message
             found: list[Message] = []
 
             def ready() -> bool:
@@ -461,19 +493,13 @@ class Consumer:
         if cumulative and self._config.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise CumulativeAcknowledgementNotAllowedError("cumulative ack on a Shared or Key_Shared subscription")
         rt = self._rt
-        if txn is None and type(message) is Message and message._received.info.consumer in self._core_set:
-            received = message._received  # the common case, without building a MessageId
-            core = received.info.consumer
+        if cumulative and txn is None and type(message) is Message and message.info.consumer.owner is self:
+            info = message.info  # a message this consumer handed out, without building a MessageId
+            core = info.consumer
             with rt.lock:
                 if self._closed or rt.closed:
                     self._check()
-                if cumulative:
-                    info = received.info
-                    core.ack(
-                        (info.ledger, info.entry, received.batch_index), info.batch_size, info.batch, True, rt.now()
-                    )
-                elif not core.ack_message(received, rt.now()):
-                    return
+                core.ack((info.ledger, info.entry, message.batch_index), info.batch_size, info.batch, True, rt.now())
                 rt.kick(core)
             return
         mid = message.message_id() if isinstance(message, Message) else message
@@ -509,6 +535,16 @@ class Consumer:
 
     def acknowledge(self, message: Message | MessageId, txn: Transaction | None = None) -> None:
         """Acknowledge one message (or message id); in ``txn``, it counts only once the transaction commits."""
+        if txn is None and type(message) is Message:
+            core = message.info.consumer
+            if core.owner is self:  # the common case (a message this consumer handed out), without a MessageId
+                rt = self._rt
+                with rt.lock:
+                    if self._closed or rt.closed:
+                        self._check()
+                    if core.ack_message(message, rt.now()):
+                        rt.kick(core)
+                return
         self._ack(message, False, txn)
 
     def acknowledge_cumulative(self, message: Message | MessageId, txn: Transaction | None = None) -> None:
@@ -620,13 +656,13 @@ class Consumer:
         if not new or self._closed:
             return
         cores = self._client._cores_of(new, self._config)
+        self._own(cores)
         for core in cores:
             self._rt.retrying(lambda core=core: self._rt.register_consumer(core))
         with self._rt.lock:
             if self._closed:
                 return
             self._cores = [*self._cores, *cores]
-            self._core_set = frozenset(self._cores)
             hook = self._rt.ready_hooks.get(id(self._cores[0]))
             if hook is not None:
                 for core in cores:
@@ -924,6 +960,7 @@ class Client:
             start_message_id_inclusive=start_message_id_inclusive,
             replicate_subscription_state_enabled=replicate_subscription_state_enabled,
             schema=schema.schema_info(),
+            batch_index_ack_enabled=batch_index_ack_enabled,
         )
         if batch_receive_policy is not None:
             config.batch_receive_policy = batch_receive_policy.policy()
@@ -1036,7 +1073,6 @@ class Client:
         )
         core = EntryConsumerCore(topic, split_partition(topic)[1], config)
         consumer = Consumer(self, topic, [core], None, config)
-        consumer._raw = True
         try:
             self._rt.retrying(lambda: self._rt.register_consumer(core))
         except BaseException:
@@ -1211,7 +1247,7 @@ class Client:
         self._rt.close()
 
 
-class BatchReceivePolicy:
+class ConsumerBatchReceivePolicy:
     """``batch_receive`` limits: at most ``max_num_message`` messages (-1: no limit), waiting up to ``timeout_ms``."""
 
     def __init__(self, max_num_message: int, max_num_bytes: int, timeout_ms: int) -> None:
@@ -1219,6 +1255,10 @@ class BatchReceivePolicy:
 
     def policy(self) -> tuple[int, int, int]:
         return self._policy
+
+
+#: The name this client had before it took the official one.
+BatchReceivePolicy = ConsumerBatchReceivePolicy
 
 
 class ConsumerKeySharedPolicy:

@@ -94,67 +94,70 @@ MessageId.earliest = MessageId(-1, -1, -1, -1)
 MessageId.latest = MessageId(-1, INT64_MAX, INT64_MAX, -1)
 
 
-class Message:
-    """A received message (``msg.data()``, ``msg.value()``, ``msg.message_id()``... as in ``pulsar-client``)."""
+class Message(ReceivedMessage):
+    """A received message (``msg.data()``, ``msg.value()``, ``msg.message_id()``... as in ``pulsar-client``): the
+    consumer core queues these directly (one object per message)."""
 
-    __slots__ = ("_id", "_received", "_schema", "_value")
-
-    def __init__(self, received: ReceivedMessage, schema: Any) -> None:
-        self._received = received
-        self._schema = schema
-        self._id: MessageId | None = None
+    __slots__ = ("_id",)
 
     def data(self) -> bytes:
         """The payload as bytes."""
-        return self._received.payload
+        return self.payload
 
     def value(self) -> Any:
         """The payload decoded with the consumer's schema."""
-        return self._schema.decode(self._received.payload)
+        return self.info.consumer.owner._schema.decode(self.payload)
 
     def properties(self) -> dict[str, str]:
-        return {kv.key: kv.value for kv in self._received.properties}
+        return {kv.key: kv.value for kv in self.single.properties}
 
     def partition_key(self) -> str:
         """The key ("" without one, as the official client)."""
-        return self._received.partition_key or ""
+        single = self.single
+        return single.partition_key if single.HasField("partition_key") else ""
 
     def ordering_key(self) -> str:
-        key = self._received.ordering_key
+        single = self.single
+        key = single.ordering_key if single.HasField("ordering_key") else b""
         return key.decode("utf-8", "replace") if key else ""
 
     def publish_timestamp(self) -> int:
         """Milliseconds since the epoch."""
-        return self._received.publish_time
+        return self.info.meta.publish_time
 
     def event_timestamp(self) -> int:
         """Milliseconds since the epoch; 0 when not set."""
-        return self._received.event_time
+        return self.single.event_time
 
     def message_id(self) -> MessageId:
-        if self._id is None:
-            r = self._received
-            mid = MessageId(r.partition, r.ledger, r.entry, r.batch_index)
-            mid._batch_size, mid._batch, mid._consumer, mid._topic = r.batch_size, r.batch, r.consumer, r.topic
-            mid._generation = r.generation
-            self._id = mid
-        return self._id
+        try:
+            return self._id
+        except AttributeError:
+            pass
+        info = self.info
+        mid = MessageId(info.partition, info.ledger, info.entry, self.batch_index)
+        consumer = info.consumer
+        mid._batch_size, mid._batch, mid._consumer, mid._topic = info.batch_size, info.batch, consumer, consumer.topic
+        mid._generation = info.generation
+        self._id = mid
+        return mid
 
     def topic_name(self) -> str:
-        return self._received.topic
+        return self.info.consumer.topic
 
     def redelivery_count(self) -> int:
-        return self._received.redelivery_count
+        return self.info.redeliveries
 
     def schema_version(self) -> int:
-        version = self._received.schema_version
+        meta = self.info.meta
+        version = meta.schema_version if meta.HasField("schema_version") else None
         return int.from_bytes(version, "big", signed=True) if version and len(version) == 8 else -1
 
     def producer_name(self) -> str:
-        return self._received.producer_name
+        return self.info.meta.producer_name
 
     def has_null_value(self) -> bool:
-        return self._received.null_value
+        return self.single.null_value
 
     def __repr__(self) -> str:
-        return f"Message({self.message_id()}, {self._received.payload[:40]!r})"
+        return f"Message({self.message_id()}, {self.payload[:40]!r})"

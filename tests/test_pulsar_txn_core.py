@@ -10,6 +10,7 @@ from pulsar_txn.core.consumer import ConsumerConfig, ConsumerCore
 from pulsar_txn.core.producer import OutMessage, ProducerConfig, ProducerCore
 from pulsar_txn.core.transaction import TransactionCore, TxnId, TxnState
 from pulsar_txn.exceptions import ConnectError, InvalidTxnStatusError, Timeout, TopicNotFound
+from pulsar_txn.message import Message
 from wire.batch import build_batch, split_batch
 from wire.commands import frame, make
 from wire.framing import FrameDecoder, encode_payload_command, make_body, parse_body
@@ -236,8 +237,21 @@ def test_batch_messages_keep_their_own_metadata() -> None:
     )
     got = [core.take() for _ in singles]
     assert [m.payload for m in got] == [p for _, p in singles]
-    assert [m.partition_key for m in got] == [None, None, "k", None]
-    assert [{kv.key: kv.value for kv in m.properties} for m in got] == [{}, {}, {"p": "1"}, {}]
-    assert [m.event_time for m in got] == [0, 7, 0, 0]
-    assert [m.ordering_key for m in got] == [None, None, None, b"o"]
+    assert [m.single.HasField("partition_key") for m in got] == [False, False, True, False]
+    assert [m.single.HasField("ordering_key") for m in got] == [False, False, False, True]
     assert [m.position for m in got] == [(1, 0, i) for i in range(4)]
+    # The same through the shell's message class, which the core queues directly.
+    core.message_type = Message
+    conn.handle_bytes(
+        encode_payload_command(make(T.MESSAGE, consumer_id=5, message_id={"ledgerId": 1, "entryId": 1}), body), 0.0
+    )
+    got = [core.take() for _ in singles]
+    assert all(type(m) is Message for m in got)
+    assert [m.data() for m in got] == [p for _, p in singles]
+    assert [m.partition_key() for m in got] == ["", "", "k", ""]
+    assert [m.properties() for m in got] == [{}, {}, {"p": "1"}, {}]
+    assert [m.event_timestamp() for m in got] == [0, 7, 0, 0]
+    assert [m.ordering_key() for m in got] == ["", "", "", "o"]
+    assert [m.publish_timestamp() for m in got] == [1] * 4
+    assert [m.producer_name() for m in got] == ["p"] * 4
+    assert [str(m.message_id()) for m in got] == [f"(1,1,-1,{i})" for i in range(4)]

@@ -54,6 +54,9 @@ class ConsumerConfig:
     batch_receive_policy: tuple[int, int, int] | None = None
     #: Whether subscribing may create the topic (False: a missing topic fails with ``TopicNotFound``).
     force_topic_creation: bool = True
+    #: Acknowledge messages of a batch one by one (``batch_index_ack_enabled``): the broker does not deliver the
+    #: acknowledged ones again; else a batch is acknowledged once all of it is.
+    batch_index_ack_enabled: bool = False
 
 
 class BatchAcks:
@@ -106,7 +109,9 @@ class EntryInfo:
 
 class ReceivedMessage:
     """A message taken from the wire; ``batch_index`` is -1 for a message stored alone. Its metadata is read from
-    the entry's (and, in a batch, its own ``SingleMessageMetadata``) only when asked for."""
+    the entry's (and, in a batch, its own ``SingleMessageMetadata``) only when asked for. A shell hands these out
+    as they are: its message class (:attr:`ConsumerCore.message_type`) derives from this one and adds the accessors
+    users call, so a received message is one object."""
 
     __slots__ = ("_single", "batch_index", "info", "payload")
 
@@ -120,6 +125,8 @@ class ReceivedMessage:
 
     @property
     def single(self) -> Any:
+        """The metadata of this message: its ``SingleMessageMetadata`` in a batch, the entry's ``MessageMetadata``
+        otherwise (both carry ``properties``, ``partition_key``, ``ordering_key``, ``event_time``, ``null_value``)."""
         single = self._single
         if type(single) is bytes:
             single = self._single = SingleMessageMetadata.FromString(single)
@@ -132,29 +139,6 @@ class ReceivedMessage:
     batch_size = property(lambda self: self.info.batch_size)
     batch = property(lambda self: self.info.batch)
     generation = property(lambda self: self.info.generation)
-    redelivery_count = property(lambda self: self.info.redeliveries)
-    publish_time = property(lambda self: self.info.meta.publish_time)
-    producer_name = property(lambda self: self.info.meta.producer_name)
-    topic = property(lambda self: self.info.consumer.topic)
-    #: The protocol's ``KeyValue`` list.
-    properties = property(lambda self: self.single.properties)
-    event_time = property(lambda self: self.single.event_time)
-    null_value = property(lambda self: self.single.null_value)
-
-    @property
-    def partition_key(self) -> str | None:
-        single = self.single
-        return single.partition_key if single.HasField("partition_key") else None
-
-    @property
-    def ordering_key(self) -> bytes | None:
-        single = self.single
-        return single.ordering_key if single.HasField("ordering_key") else None
-
-    @property
-    def schema_version(self) -> bytes | None:
-        meta = self.info.meta
-        return meta.schema_version if meta.HasField("schema_version") else None
 
     @property
     def position(self) -> tuple[int, int, int]:
@@ -177,7 +161,12 @@ def ack_set(batch_size: int, acked: range) -> list[int]:
 class ConsumerCore:
     """One partition's consumer; ``partition`` is -1 for a topic that is not partitioned."""
 
+    #: The class of the messages queued (a shell's subclass of :class:`ReceivedMessage`).
+    message_type: type[ReceivedMessage] = ReceivedMessage
+
     def __init__(self, topic: str, partition: int, config: ConsumerConfig) -> None:
+        #: Whatever the shell keeps for this consumer (its consumer object); the core never reads it.
+        self.owner: Any = None
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -190,7 +179,9 @@ class ConsumerCore:
         #: anew, so a message of an earlier registration must not be acknowledged in a transaction.
         self.generation = 0
         self.incoming: deque[ReceivedMessage] = deque()
-        self.last_dequeued: tuple[int, int, int] | None = None
+        #: The last message taken (its position is :attr:`last_dequeued`), or None.
+        self._last_taken: ReceivedMessage | None = None
+        self._last_position: tuple[int, int, int] | None = None
         #: A reader from the latest message: the broker's last message id when it started (the shell fills it in).
         self.latest_at_start: tuple[int, int, int] | None = None
         self._queue_size = max(1, config.receiver_queue_size)
@@ -293,7 +284,7 @@ class ConsumerCore:
             payload = decompress(meta.compression, payload, meta.uncompressed_size, 64 * 1024 * 1024)
         redeliveries = command.redelivery_count
         if not meta.HasField("num_messages_in_batch"):
-            message = ReceivedMessage(EntryInfo(self, ledger, entry, meta, redeliveries, 0, None), -1, payload, meta)
+            message = self.message_type(EntryInfo(self, ledger, entry, meta, redeliveries, 0, None), -1, payload, meta)
             if self._skip_until is not None and self._skipped(message):
                 self._grant(1)
                 return False
@@ -307,17 +298,18 @@ class ConsumerCore:
         info = EntryInfo(self, ledger, entry, meta, redeliveries, count, None)
         pending = set(range(count)) if not acked else {i for i in range(count) if unacked >> i & 1}
         info.batch = BatchAcks(count, pending)
-        append = self.incoming.append
-        skip = self._skip_until is not None
+        new = self.message_type
         unpack = _U32.unpack_from
         end_of_payload = len(payload)
-        queued = skipped = 0
+        out: list[ReceivedMessage] = []
+        add = out.append
         offset = 0
         try:
             for index in range(count):
                 (size,) = unpack(payload, offset)
-                offset += 4
-                single = payload[offset : offset + size]
+                start = offset + 4
+                offset = start + size
+                single = payload[start:offset]
                 # Encoders write fields in order: with no properties nor key, payload_size (field 3, tag 0x18) leads
                 # and its varint is read here; the rest of the metadata is parsed when first read.
                 if size > 1 and single[0] == 0x18 and single[1] < 0x80:
@@ -327,31 +319,42 @@ class ConsumerCore:
                 else:
                     single = SingleMessageMetadata.FromString(single)
                     payload_size = single.payload_size
-                offset += size
                 end = offset + payload_size
                 if end > end_of_payload:
                     raise ProtocolError("batch message runs past the end of the payload")
-                value = payload[offset:end]
+                add(new(info, index, payload[offset:end], single))
                 offset = end
-                if acked and not unacked >> index & 1:
-                    skipped += 1
-                    continue
-                message = ReceivedMessage(info, index, value, single)
-                if skip and self._skipped(message):
-                    skipped += 1
-                    pending.discard(index)
-                    continue
-                append(message)
-                queued += 1
         except (struct.error, DecodeError, ProtocolError):
             # A malformed batch: none of it is delivered.
-            for _ in range(queued):
-                self.incoming.pop()
             self._grant(count)
             return False
-        if skipped:
-            self._grant(skipped)
-        return queued > 0
+        if acked or self._skip_until is not None:
+            # Left out: what the broker's ack set says is acknowledged, and what comes before a start or seek point.
+            kept = []
+            for message in out:
+                index = message.batch_index
+                if acked and not unacked >> index & 1:
+                    continue
+                if self._skipped(message):
+                    pending.discard(index)
+                    continue
+                kept.append(message)
+            if len(kept) < count:
+                self._grant(count - len(kept))
+            out = kept
+        self.incoming.extend(out)
+        return bool(out)
+
+    @property
+    def last_dequeued(self) -> tuple[int, int, int] | None:
+        """``(ledger, entry, batch index)`` of the last message taken, or None: where a reader resumes."""
+        taken = self._last_taken
+        return self._last_position if taken is None else taken.position
+
+    @last_dequeued.setter
+    def last_dequeued(self, position: tuple[int, int, int] | None) -> None:
+        self._last_taken = None
+        self._last_position = position
 
     def _skipped(self, message: ReceivedMessage) -> bool:
         if self._skip_until is None:
@@ -376,9 +379,7 @@ class ConsumerCore:
         incoming = self.incoming
         if not incoming:
             return None
-        message = incoming.popleft()
-        info = message.info
-        self.last_dequeued = (info.ledger, info.entry, message.batch_index)
+        message = self._last_taken = incoming.popleft()
         self._to_flow += 1
         if self._to_flow >= self._flow_at:
             self._grant(0)
@@ -398,8 +399,28 @@ class ConsumerCore:
                 return False
             unacked.discard(index)
             if unacked:
-                return False
+                if not self.config.batch_index_ack_enabled:
+                    return False
+                # The broker keeps the indexes acknowledged (an ack set of the ones still to come).
+                return self._batch_index_ack(info.ledger, info.entry, index, info.batch_size, False, now)
         self.ack((info.ledger, info.entry, index), info.batch_size, None, False, now)
+        return True
+
+    def _batch_index_ack(self, ledger: int, entry: int, index: int, size: int, cumulative: bool, now: float) -> bool:
+        """Queue the acknowledgement of messages of a batch by index (``batch_index_ack_enabled``): ``index``, or
+        every index up to it when ``cumulative``."""
+        conn = self.conn
+        if conn is None or not conn.ready:
+            return False
+        acked = range(index + 1) if cumulative else range(index, index + 1)
+        mid = {
+            "ledgerId": _u64(ledger),
+            "entryId": _u64(entry),
+            "batch_index": index,
+            "batch_size": size,
+            "ack_set": ack_set(size, acked),
+        }
+        self._group(mid, cumulative, now)
         return True
 
     def ack(
@@ -446,9 +467,14 @@ class ConsumerCore:
                 txnid_most_bits=txn.txn_id.most,
                 txnid_least_bits=txn.txn_id.least,
             )
+        by_index = self.config.batch_index_ack_enabled
         if index >= 0 and batch is not None:
             if cumulative:
                 if index < batch.size - 1:
+                    if by_index:
+                        batch.unacked.difference_update(range(index + 1))
+                        self._batch_index_ack(ledger, entry, index, batch_size, True, now)
+                        return None
                     if entry == 0:
                         return None
                     mid["entryId"] = _u64(entry - 1)
@@ -458,7 +484,14 @@ class ConsumerCore:
                     return None
                 batch.unacked.discard(index)
                 if batch.unacked:
+                    if by_index:
+                        self._batch_index_ack(ledger, entry, index, batch_size, False, now)
                     return None
+        self._group(mid, cumulative, now)
+        return None
+
+    def _group(self, mid: dict[str, Any], cumulative: bool, now: float) -> None:
+        """Queue an acknowledgement (outside a transaction) for the next grouped ACK."""
         if cumulative:
             self._cumulative = mid
         else:
@@ -467,7 +500,6 @@ class ConsumerCore:
             self.flush_acks()
         elif self._ack_deadline is None:
             self._ack_deadline = now + ACK_GROUP_SECONDS
-        return None
 
     def flush_acks(self) -> None:
         """Send the grouped acknowledgements: one ACK of every individual one, one of the last cumulative one."""

@@ -256,6 +256,450 @@ def test_schemas(run: Run) -> Outcome:
     return _both(run, _schemas)
 
 
+def _failover_and_key_shared(run: Run, pulsar: ModuleType, label: str) -> Outcome:
+    client = _client(run, pulsar)
+    topic = run.topic(f"failover-{label}")
+    first = client.subscribe(topic, "f", consumer_type=pulsar.ConsumerType.Failover, consumer_name="a")
+    second = client.subscribe(topic, "f", consumer_type=pulsar.ConsumerType.Failover, consumer_name="b")
+    producer = client.create_producer(topic)
+    for i in range(6):
+        producer.send(f"m{i}".encode())
+    # Pulsar picks the active consumer again when the second one joins and waits activeConsumerFailoverDelayTimeMillis
+    # (1 s) before it dispatches: wait longer than that for "nothing more".
+    by_first, by_second = _texts(_drain(pulsar, first, 2500)), _texts(_drain(pulsar, second, 2500))
+    active, standby = (first, second) if by_first else (second, first)
+    active.close()  # nothing acknowledged: the standby takes over and gets everything again
+    taken_over = _drain(pulsar, standby, 2500)
+    keyed = run.topic(f"keyshared-{label}")
+    policy = pulsar.ConsumerKeySharedPolicy(pulsar.KeySharedMode.AutoSplit)
+    ks = [client.subscribe(keyed, "k", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name=name,
+                           key_shared_policy=policy) for name in ("x", "y")]
+    keyed_producer = client.create_producer(keyed)
+    for i in range(20):
+        keyed_producer.send(f"v{i}".encode(), partition_key=f"key-{i % 4}")
+    owners: dict[str, set[int]] = {}
+    orders: dict[str, list[int]] = {}
+    total = 0
+    for index, consumer in enumerate(ks):
+        for msg in _drain(pulsar, consumer):
+            total += 1
+            owners.setdefault(msg.partition_key(), set()).add(index)
+            orders.setdefault(msg.partition_key(), []).append(int(msg.data()[1:]))
+            consumer.acknowledge(msg)
+    return {
+        "one_consumer_active": sorted([len(by_first), len(by_second)]),
+        "active_got": by_first or by_second,
+        "taken_over": _texts(taken_over),
+        "taken_over_counts": [m.redelivery_count() for m in taken_over],
+        "key_shared_total": total,
+        "one_consumer_per_key": all(len(o) == 1 for o in owners.values()),
+        "in_order_per_key": all(v == sorted(v) for v in orders.values()),
+        "keys": sorted(owners),
+    }
+
+
+@scenario
+def test_failover_and_key_shared_subscriptions(run: Run) -> Outcome:
+    """Failover: one of two consumers gets everything, the other takes over unacknowledged messages when it closes;
+    Key_Shared: each key goes to one consumer, in order."""
+    return _both(run, _failover_and_key_shared)
+
+
+def _cumulative_redeliver_batch_receive(run: Run, pulsar: ModuleType, label: str) -> Outcome:
+    client = _client(run, pulsar)
+    topic = run.topic(f"cumulative-{label}")
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(topic)
+    for i in range(10):
+        producer.send(f"m{i}".encode())
+    got = [consumer.receive(5000) for _ in range(10)]
+    consumer.acknowledge_cumulative(got[4])
+    consumer.redeliver_unacknowledged_messages()
+    redelivered = _drain(pulsar, consumer)
+    consumer.acknowledge_cumulative(redelivered[-1].message_id())
+    consumer.close()
+    batched = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=200)
+    for i in range(10):
+        batched.send_async(f"b{i}".encode(), None)
+    batched.flush()
+    again = client.subscribe(topic, "s")
+    in_batch = [again.receive(5000) for _ in range(10)]
+    again.acknowledge_cumulative(in_batch[4])  # inside the batch: acknowledges up to the entry before it
+    again.close()
+    policy = pulsar.ConsumerBatchReceivePolicy(4, -1, 1000)
+    third = client.subscribe(topic, "s", batch_receive_policy=policy)
+    batches = []
+    for _ in range(4):
+        batch = third.batch_receive()
+        batches.append(_texts(batch))
+        for msg in batch:
+            third.acknowledge(msg)
+    third.unsubscribe()
+    producer.send(b"after-unsubscribe")
+    fresh = client.subscribe(topic, "s")
+    producer.send(b"after-resubscribe")
+    return {
+        "redelivered": _texts(redelivered),
+        "redelivery_counts": [m.redelivery_count() for m in redelivered],
+        "batch_indexes": [m.message_id().batch_index() for m in in_batch],
+        "after_cumulative_in_batch": batches,
+        "fresh_subscription": _texts(_drain(pulsar, fresh)),
+    }
+
+
+@scenario
+def test_cumulative_acks_redelivery_batch_receive_and_unsubscribe(run: Run) -> Outcome:
+    """A cumulative ack then redeliver_unacknowledged_messages; a cumulative ack inside a batch (the whole batch comes
+    back to the next consumer); batch_receive with a count policy; unsubscribe, then a new subscription from latest."""
+    return _both(run, _cumulative_redeliver_batch_receive)
+
+
+def _producer_options(run: Run, pulsar: ModuleType, label: str) -> Outcome:
+    client = _client(run, pulsar)
+    topic = run.topic(f"producer-{label}")
+    name = run.name(f"named-{label}")
+    consumer = client.subscribe(topic, "s")
+    named = client.create_producer(topic, producer_name=name, initial_sequence_id=100)
+    before = named.last_sequence_id()
+    named.send(b"a")
+    named.send(b"b", sequence_id=200)
+    outcome: dict[str, Any] = {
+        "name": named.producer_name() == name,
+        "sequence_ids": [before, named.last_sequence_id()],
+        "same_name_again": _error(lambda: client.create_producer(topic, producer_name=name)),
+        "generated_name": bool(client.create_producer(topic).producer_name()),
+        "received_from": [m.producer_name() == name for m in _drain(pulsar, consumer)],
+    }
+    exclusive_topic = run.topic(f"exclusive-{label}")
+    client.create_producer(exclusive_topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    outcome["second_on_exclusive"] = _error(lambda: client.create_producer(exclusive_topic))
+    compressed = {}
+    for kind in ("LZ4", "ZLib", "ZSTD", "SNAPPY"):
+        ctopic = run.topic(f"compressed-{kind.lower()}-{label}")
+        reader = client.subscribe(ctopic, "s")
+        sender = client.create_producer(ctopic, compression_type=getattr(pulsar.CompressionType, kind),
+                                        batching_enabled=kind != "SNAPPY")
+        sender.send_async(b"z" * 3000, None)
+        sender.send_async(b"small", None)
+        sender.flush()
+        compressed[kind] = [len(m.data()) for m in _drain(pulsar, reader)]
+    outcome["compressed"] = compressed
+    parts = run.partitioned_topic(f"routed-{label}", 3)
+    routes = {}
+    for mode in ("UseSinglePartition", "RoundRobinDistribution"):
+        sender = client.create_producer(parts, message_routing_mode=getattr(pulsar.PartitionsRoutingMode, mode))
+        routes[mode] = len({sender.send(b"r").partition() for _ in range(9)})
+    custom = client.create_producer(parts, message_router=lambda msg, count: int(msg.partition_key()[1:]) % count)
+    routes["message_router"] = [custom.send(b"c", partition_key=f"k{i}").partition() for i in range(5)]
+    outcome["routes"] = routes
+    return outcome
+
+
+@scenario
+def test_producer_names_sequence_ids_access_compression_and_routing(run: Run) -> Outcome:
+    """Producer and sequence ids (initial, explicit), a name in use, an Exclusive producer, each compression type,
+    the routing modes and a message router on a partitioned topic."""
+    return _both(run, _producer_options)
+
+
+def _message_ids(run: Run, pulsar: ModuleType, label: str) -> Outcome:
+    client = _client(run, pulsar)
+    topic = run.topic(f"ids-{label}")
+    producer = client.create_producer(topic)
+    sent = []
+    for i in range(4):
+        sent.append(producer.send(f"m{i}".encode()))
+        time.sleep(0.05)
+    batched = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=100)
+    for i in range(3):
+        batched.send_async(f"b{i}".encode(), None)
+    batched.flush()
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    got = _drain(pulsar, consumer)
+    restored = [pulsar.MessageId.deserialize(m.message_id().serialize()) for m in got]
+    consumer.seek(restored[1])
+    after_seek = _texts(_drain(pulsar, consumer))
+    consumer.seek(got[2].publish_timestamp())
+    after_time_seek = _texts(_drain(pulsar, consumer))
+    reader = client.create_reader(topic, restored[5])
+    earliest_bytes = pulsar.MessageId.deserialize(pulsar.MessageId.earliest.serialize())
+    latest_bytes = pulsar.MessageId.deserialize(pulsar.MessageId.latest.serialize())
+    return {
+        "round_trip_equal": [r == m.message_id() for r, m in zip(restored, got, strict=True)],
+        "round_trip_fields": [[r.batch_index(), r.partition()] for r in restored],
+        "sent_equal_received": [s == m.message_id() for s, m in zip(sent, got, strict=False)],
+        "ordered": [restored[i] < restored[i + 1] for i in range(len(restored) - 1)],
+        "after_seek": after_seek,
+        "after_time_seek": after_time_seek,
+        "reader_from_batch_index": _texts(_drain(pulsar, reader)),
+        "earliest_round_trip": [earliest_bytes.ledger_id(), earliest_bytes.entry_id()] == [
+            pulsar.MessageId.earliest.ledger_id(), pulsar.MessageId.earliest.entry_id()],
+        "latest_round_trip": [latest_bytes.ledger_id(), latest_bytes.entry_id()] == [
+            pulsar.MessageId.latest.ledger_id(), pulsar.MessageId.latest.entry_id()],
+        "earliest_reader_first": _texts(_drain(pulsar, client.create_reader(topic, pulsar.MessageId.earliest)))[:1],
+    }
+
+
+@scenario
+def test_message_ids_serialize_compare_and_seek(run: Run) -> Outcome:
+    """Received ids (batched too) serialized and read back are equal and ordered; seek to one and to a publish time;
+    a reader from a batch message's id; earliest and latest through bytes."""
+    return _both(run, _message_ids)
+
+
+def _kind(step: Any) -> list[str]:
+    """The error's class and whether it is a PulsarException (or "ok")."""
+    try:
+        step()
+    except Exception as exc:
+        base = (pulsar.PulsarException, pulsar_txn.PulsarException)
+        return [type(exc).__name__, "PulsarException" if isinstance(exc, base) else "other"]
+    return ["ok"]
+
+
+def _errors(run: Run, pulsar: ModuleType, label: str) -> Outcome:
+    client = _client(run, pulsar)
+    topic = run.topic(f"errors-{label}")
+    shared = client.subscribe(topic, "shared", consumer_type=pulsar.ConsumerType.Shared)
+    client.create_producer(topic).send(b"x")
+    msg = shared.receive(5000)
+    client.subscribe(topic, "exclusive")
+    unreachable = pulsar.Client(f"pulsar://127.0.0.1:{_closed_port()}", operation_timeout_seconds=2,
+                                connection_timeout_ms=500)
+    outcome = {
+        "cumulative_on_shared": _kind(lambda: shared.acknowledge_cumulative(msg)),
+        "receive_timeout": _kind(lambda: shared.receive(50)),
+        "second_exclusive": _kind(lambda: client.subscribe(topic, "exclusive")),
+        "unknown_tenant": _kind(lambda: client.create_producer(f"persistent://no-such-tenant-{run.suffix}/ns/t")),
+        "unreachable_broker": _kind(lambda: unreachable.create_producer(topic)),
+        "unknown_scheme": _kind(lambda: pulsar.Client("foo://127.0.0.1:6650")),
+        "no_scheme": _kind(lambda: pulsar.Client("127.0.0.1:6650")),
+        "reader_needs_message_id": _kind(lambda: client.create_reader(topic, "earliest")),
+        "hierarchy": {name: [b.__name__ for b in getattr(pulsar, name).__mro__[1:3]]
+                      for name in ("Timeout", "AlreadyClosed", "ConsumerBusy", "TopicNotFound", "ProducerBusy",
+                                   "IncompatibleSchema", "TransactionConflict", "NotConnected", "ConnectError",
+                                   "CumulativeAcknowledgementNotAllowedError", "InvalidConfiguration")},
+    }
+    unreachable.close()
+    return outcome
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@scenario
+def test_errors_and_their_classes(run: Run) -> Outcome:
+    """The error each client raises for a cumulative ack on Shared, a receive timeout, a busy subscription, an
+    unknown tenant, an unreachable broker (Timeout once the operation timeout passed), service URLs with an unknown
+    scheme or none, a reader without a MessageId; the exception hierarchy."""
+    return _both(run, _errors)
+
+
+def _threads(run: Run, pulsar: ModuleType, label: str) -> Outcome:
+    import threading
+
+    client = _client(run, pulsar)
+    topic = run.topic(f"threads-{label}")
+    consumer = client.subscribe(topic, "s")
+    shared_producer = client.create_producer(topic)
+    ids: list[str] = []
+    errors: list[str] = []
+
+    def work(index: int) -> None:
+        own = client.create_producer(topic)
+        for i in range(25):
+            try:
+                ids.append(str(shared_producer.send(f"s{index}-{i}".encode())))
+                ids.append(str(own.send(f"o{index}-{i}".encode())))
+            except Exception as exc:
+                errors.append(type(exc).__name__)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    received: list[str] = []
+
+    def receive() -> None:
+        while len(received) < 200:
+            try:
+                msg = consumer.receive(5000)
+            except Exception as exc:
+                errors.append(type(exc).__name__)
+                return
+            received.append(msg.data().decode())
+            consumer.acknowledge(msg)
+
+    receiver = threading.Thread(target=receive)
+    receiver.start()
+    for thread in threads:
+        thread.join()
+    receiver.join()
+    per_sender = {}
+    for text in received:
+        per_sender.setdefault(text.split("-")[0], []).append(int(text.split("-")[1]))
+    return {
+        "sent": len(ids),
+        "unique_ids": len(set(ids)),
+        "received": len(received),
+        "in_order_per_sender": all(v == sorted(v) for v in per_sender.values()),
+        "errors": errors,
+    }
+
+
+@scenario
+def test_one_client_from_many_threads(run: Run) -> Outcome:
+    """Four threads send on one shared producer and on producers of their own while a fifth receives and
+    acknowledges, all on one client: every message once, each sender's in order."""
+    return _both(run, _threads)
+
+
+def _asyncio_script(run: Run, pulsar: ModuleType, label: str) -> Outcome:
+    import asyncio
+    import importlib
+
+    aio = importlib.import_module(f"{pulsar.__name__}.asyncio")
+    topic = run.topic(f"asyncio-{label}")
+
+    async def script() -> Outcome:
+        client = aio.Client(run.target.service_url, operation_timeout_seconds=20)
+        try:
+            consumer = await client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+            producer = await client.create_producer(topic)
+            ids = await asyncio.gather(*(producer.send(f"m{i}".encode(), {"i": str(i)}) for i in range(5)))
+            got = [await consumer.receive() for _ in range(5)]
+            await consumer.acknowledge(got[0])
+            await consumer.acknowledge(got[1].message_id())
+            await consumer.acknowledge_cumulative(got[3])
+            await consumer.seek(got[0].publish_timestamp())  # (pulsar.asyncio's seek refuses the ids it hands out)
+            again = [await consumer.receive() for _ in range(5)]
+            errors = {}
+            try:
+                await consumer.seek("nowhere")
+            except Exception as exc:
+                errors["seek_to_a_string"] = type(exc).__name__
+            await consumer.unsubscribe()
+            await producer.close()
+            try:
+                await producer.send(b"late")
+            except aio.PulsarException as exc:  # pulsar.asyncio raises its one class, the Result telling what failed
+                errors["send_after_close"] = exc.error().name
+            return {
+                "batch_indexes": [i.batch_index() for i in ids],
+                "texts": _texts(got),
+                "props": [m.properties() for m in got],
+                "after_seek": _texts(again),
+                "errors": errors,
+                "producer_name": bool(producer.producer_name()),
+            }
+        finally:
+            await client.close()
+
+    return asyncio.run(script())
+
+
+@scenario
+def test_asyncio_api(run: Run) -> Outcome:
+    """The same coroutine script with ``pulsar.asyncio`` and ``pulsar_txn.asyncio``: concurrent sends (the default
+    batching of the asyncio producer), receive, the three acknowledgements, seek, unsubscribe, send after close."""
+    return _both(run, _asyncio_script)
+
+
+def _listeners_schemas_and_client_options(run: Run, pulsar: ModuleType, label: str) -> Outcome:
+    import threading
+
+    client = _client(run, pulsar)
+    topic = run.topic(f"listener-{label}")
+    heard: list[str] = []
+    done = threading.Event()
+
+    def listener(consumer: Any, msg: Any) -> None:
+        heard.append(msg.data().decode())
+        consumer.acknowledge(msg)
+        if len(heard) == 5:
+            done.set()
+
+    client.subscribe(topic, "s", message_listener=listener)
+    producer = client.create_producer(topic)
+    for i in range(5):
+        producer.send(f"l{i}".encode())
+    done.wait(10)
+    outcome: dict[str, Any] = {"listener_heard": heard}
+    bytes_topic = run.topic(f"bytes-{label}")
+    reader = client.subscribe(bytes_topic, "s", schema=pulsar.schema.BytesSchema())
+    client.create_producer(bytes_topic, schema=pulsar.schema.BytesSchema()).send(b"\x00raw")
+    raw = reader.receive(5000)
+    outcome["bytes_schema"] = [raw.value() == b"\x00raw", raw.data() == b"\x00raw"]
+    definition = {"type": "record", "name": "Point", "fields": [{"name": "x", "type": "int"},
+                                                                 {"name": "y", "type": "int"}]}
+    avro_topic = run.topic(f"avro-definition-{label}")
+    avro = pulsar.schema.AvroSchema(None, schema_definition=definition)
+    points = client.subscribe(avro_topic, "s", schema=avro)
+    client.create_producer(avro_topic, schema=avro).send({"x": 1, "y": -2})
+    outcome["avro_definition"] = points.receive(5000).value()
+
+    class Shape(pulsar.schema.Record):
+        name = pulsar.schema.String()
+        sides = pulsar.schema.Array(pulsar.schema.Integer())
+        tags = pulsar.schema.Map(pulsar.schema.String())
+        area = pulsar.schema.Double()
+
+    json_topic = run.topic(f"json-nested-{label}")
+    shapes = client.subscribe(json_topic, "s", schema=pulsar.schema.JsonSchema(Shape))
+    client.create_producer(json_topic, schema=pulsar.schema.JsonSchema(Shape)).send(
+        Shape(name="tri", sides=[3, 4, 5], tags={"k": "v"}, area=6.0))
+    shape = shapes.receive(5000).value()
+    outcome["json_nested"] = [shape.name, shape.sides, shape.tags, shape.area]
+    elsewhere = pulsar.Client(run.target.service_url, operation_timeout_seconds=3, listener_name="nowhere")
+    outcome["unknown_listener_name"] = _kind(lambda: elsewhere.create_producer(run.topic(f"listener-name-{label}")))
+    elsewhere.close()
+    return outcome
+
+
+@scenario
+def test_message_listener_schemas_and_client_options(run: Run) -> Outcome:
+    """A message_listener that acknowledges; BytesSchema; AvroSchema from a definition; a JSON record with an
+    array, a map and a double; a client whose listener_name the broker does not advertise."""
+    return _both(run, _listeners_schemas_and_client_options)
+
+
+def _batch_index_acks(run: Run, pulsar: ModuleType, label: str) -> Outcome:
+    client = _client(run, pulsar)
+    outcome: dict[str, Any] = {}
+    for case in ("individual", "cumulative"):
+        topic = run.topic(f"batch-index-{case}-{label}")
+        producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=200)
+        for i in range(10):
+            producer.send_async(f"b{i}".encode(), None)
+        producer.flush()
+        consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest,
+                                    batch_index_ack_enabled=True)
+        got = [consumer.receive(5000) for _ in range(10)]
+        if case == "individual":
+            for msg in (got[0], got[1], got[2], got[3], got[7]):
+                consumer.acknowledge(msg)
+        else:
+            consumer.acknowledge_cumulative(got[4])
+        time.sleep(0.5)  # the clients group acknowledgements for 100 ms
+        consumer.close()
+        again = client.subscribe(topic, "s", batch_index_ack_enabled=True)
+        back = _drain(pulsar, again)
+        outcome[case] = {"batch_indexes": [m.message_id().batch_index() for m in got], "back": _texts(back),
+                         "back_indexes": [m.message_id().batch_index() for m in back]}
+    return outcome
+
+
+@scenario
+def test_batch_index_acknowledgements(run: Run) -> Outcome:
+    """batch_index_ack_enabled: five messages of a batch of ten acknowledged one by one, or the first five
+    cumulatively; the next consumer gets only the others."""
+    return _both(run, _batch_index_acks)
+
+
 # -- transactions: pulsar_txn, compared with what Pulsar gives the Java client ----------------------
 
 

@@ -15,7 +15,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pulsar_txn import Client, Consumer, ConsumerType, InitialPosition, Message, PulsarException, Timeout, TxnId
+from pulsar_txn import (
+    Client,
+    Consumer,
+    ConsumerType,
+    InitialPosition,
+    Message,
+    MessageId,
+    PulsarException,
+    Timeout,
+    TxnId,
+)
 from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
 from pulsar_txn_proxy.conformance.harness import run_scenario
 from pulsar_txn_proxy.conformance.harness_observations import normalise_observations as _normalise
@@ -414,3 +424,145 @@ def test_a_timed_out_transaction_beside_the_java_client(run: Run) -> Outcome:
     """A 2 s transaction left alone for 4 s: its sends never show, its acknowledged input comes back, its commit
     fails in the client and at the coordinator; by the Java client and by pulsar_txn."""
     return _beside_java(run, "txn_timeout", _txn_timeout, "in", "out")
+
+
+def _consume_process_produce(
+    client: Client, source: str, sink: str, commit: bool, kind: ConsumerType
+) -> dict[str, Any]:
+    """The harness's ``consume_process_produce[_abort]``: one transaction receives 5 inputs, sends
+    ``processed-<input>`` for each and acknowledges the input; it commits (the outputs show, the inputs do not come
+    back to a new consumer) or aborts (no output, the inputs come back)."""
+    obs: dict[str, Any] = {"subscription_type": kind.name}
+    source_producer = client.create_producer(source)
+    for i in range(5):
+        source_producer.send(f"m-{i}".encode())
+    outputs = client.subscribe(sink, "out-sub", initial_position=InitialPosition.Earliest)
+    inputs = client.subscribe(source, "cpp-sub", consumer_type=kind, initial_position=InitialPosition.Earliest)
+    producer = client.create_producer(sink)
+    txn = client.new_transaction(60_000)
+    obs["txn_id"] = _txn_id(txn)
+    consumed, ack_errors = [], []
+    for _ in range(5):
+        got = _receive(inputs, 1, 5000)
+        if not got:
+            break
+        consumed.append(got[0].data().decode())
+        producer.send(f"processed-{got[0].data().decode()}".encode(), txn=txn)
+        ack_errors.append(_outcome(lambda m=got[0]: inputs.acknowledge(m, txn=txn)))
+    obs["consumed"] = consumed
+    obs["ack_errors"] = ack_errors
+    if commit:
+        obs["commit_error"] = _outcome(txn.commit)
+        obs["output"] = _texts(_receive(outputs, 5, 10_000))
+        obs["extra"] = _texts(_within(outputs, EXTRA_MS))
+        inputs.close()
+        again = client.subscribe(source, "cpp-sub", consumer_type=kind, initial_position=InitialPosition.Earliest)
+        obs["input_after_commit"] = _texts(_within(again, QUIET_MS))
+    else:
+        obs["abort_error"] = _outcome(txn.abort)
+        obs["output"] = _texts(_within(outputs, QUIET_MS))
+        obs["redelivered"] = _deliveries(_receive(inputs, 5, 10_000))
+    return obs
+
+
+def _interleaved(client: Client, topic: str) -> dict[str, Any]:
+    """The harness's ``interleaved_txns``: on one partition, t1 sends a1, t2 sends b1, p1 is sent plainly; t2
+    commits (b1 and p1 stay behind a1's open transaction), then t1 aborts (they show)."""
+    partition = f"{topic}-partition-0"
+    obs: dict[str, Any] = {}
+    consumer = client.subscribe(partition, "sub", initial_position=InitialPosition.Earliest)
+    producer = client.create_producer(partition)
+    t1, t2 = client.new_transaction(60_000), client.new_transaction(60_000)
+    obs["txn_ids"] = [_txn_id(t1), _txn_id(t2)]
+    producer.send(b"a1", txn=t1)
+    producer.send(b"b1", txn=t2)
+    producer.send(b"p1")
+    obs["t2_commit_error"] = _outcome(t2.commit)
+    obs["after_t2_commit"] = _texts(_within(consumer, QUIET_MS))
+    obs["t1_abort_error"] = _outcome(t1.abort)
+    obs["after_t1_abort"] = _texts(_receive(consumer, 2, 10_000))
+    obs["extra"] = _texts(_within(consumer, EXTRA_MS))
+    return obs
+
+
+def _read(reader: Any, count: int, timeout_ms: int) -> list[Message]:
+    got: list[Message] = []
+    deadline = time.monotonic() + timeout_ms / 1000
+    while len(got) < count:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        try:
+            got.append(reader.read_next(max(1, int(left * 1000))))
+        except Timeout:
+            break
+    return got
+
+
+def _aborted_then_committed(client: Client, topic: str) -> dict[str, Any]:
+    """The harness's ``aborted_then_committed`` (not batched): an aborted transaction's 3 sends, a committed one's 2,
+    a plain one; what a consumer, a reader opened before and a reader opened after see, and whether the readers
+    think more is available."""
+    partition = f"{topic}-partition-0"
+    obs: dict[str, Any] = {"batched": False}
+    consumer = client.subscribe(partition, "sub", initial_position=InitialPosition.Earliest)
+    tail = client.create_reader(partition, MessageId.earliest)
+    producer = client.create_producer(partition)
+    aborted = client.new_transaction(60_000)
+    for text in ("a-0", "a-1", "a-2"):
+        producer.send_async(text.encode(), None, txn=aborted)
+    producer.flush()
+    obs["abort_error"] = _outcome(aborted.abort)
+    committed = client.new_transaction(60_000)
+    for text in ("c-0", "c-1"):
+        producer.send_async(text.encode(), None, txn=committed)
+    producer.flush()
+    obs["commit_error"] = _outcome(committed.commit)
+    producer.send(b"p-0")
+    obs["consumer"] = _texts(_receive(consumer, 3, 10_000))
+    obs["consumer_extra"] = _texts(_within(consumer, EXTRA_MS))
+    obs["tail_reader"] = _texts(_read(tail, 3, 10_000))
+    obs["tail_reader_available"] = tail.has_message_available()
+    late = client.create_reader(partition, MessageId.earliest)
+    obs["late_reader"] = _texts(_read(late, 3, 10_000))
+    obs["late_reader_available"] = late.has_message_available()
+    obs["late_reader_extra"] = _texts(_read(late, 1 << 30, EXTRA_MS))
+    return obs
+
+
+@scenario
+def test_consume_process_produce_committed_beside_the_java_client(run: Run) -> Outcome:
+    """One transaction consumes 5 inputs (Exclusive), sends their outputs, acknowledges them and commits: 5 outputs,
+    nothing left for a new consumer of the inputs; by the Java client and by pulsar_txn."""
+    return _beside_java(
+        run, "consume_process_produce",
+        lambda c, s, o: _consume_process_produce(c, s, o, True, ConsumerType.Exclusive), "in", "out",
+        java_args=("Exclusive",),
+    )  # fmt: skip
+
+
+@scenario
+def test_consume_process_produce_aborted_beside_the_java_client(run: Run) -> Outcome:
+    """The same loop on a Shared subscription, aborted: no output, the 5 inputs come back (redelivery count 1); by
+    the Java client and by pulsar_txn."""
+    return _beside_java(
+        run, "consume_process_produce_abort",
+        lambda c, s, o: _consume_process_produce(c, s, o, False, ConsumerType.Shared), "in", "out",
+        java_args=("Shared",),
+    )  # fmt: skip
+
+
+@scenario
+def test_interleaved_transactions_beside_the_java_client(run: Run) -> Outcome:
+    """A committed transaction and plain sends wait behind an open one on the same partition until it aborts; by the
+    Java client and by pulsar_txn."""
+    outcome = _beside_java(run, "interleaved_txns", _interleaved, "t")
+    outcome["java"].pop("topic", None)  # the partition's name (its tag differs from pulsar_txn's topic's)
+    return {**outcome, "same": outcome["java"] == outcome["pulsar_txn"]}
+
+
+@scenario
+def test_aborted_then_committed_readers_beside_the_java_client(run: Run) -> Outcome:
+    """An aborted and a committed transaction then a plain send: a consumer and two readers see the 3 committed
+    messages only, and have nothing more available; by the Java client and by pulsar_txn."""
+    return _beside_java(run, "aborted_then_committed", _aborted_then_committed, "t")
