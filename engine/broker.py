@@ -73,10 +73,7 @@ TOPIC_PARTS = TopicParts(
 #: Store metadata kind of topic partitions' creation times (epoch milliseconds).
 _CREATED = "topic_created"
 #: A commit that replies wait for and that holds at most this many entries and bytes counts as small (see
-#: :class:`CommitRunner`): a few sends, or a lone message. While a transaction is open no commit is small: its client
-#: has requests on the way that need no commit (NEW_TXN, ADD_PARTITION_TO_TXN...), and a commit run on the engine's
-#: thread would hold them up for an fsync (pulsar-perf's transactions: 40% less server CPU per transaction, and two
-#: to four times as many transactions per second, with those commits on the writer thread).
+#: :class:`CommitRunner`): a few transactions' sends and markers, or a lone message.
 SMALL_COMMIT_ENTRIES = 32
 SMALL_COMMIT_BYTES = 256 * 1024
 #: Seconds before acknowledgements a failed commit lost are written again (a full disk, until space comes back).
@@ -408,6 +405,10 @@ class Broker:
         self.commits.run(
             lambda: self.store.write(staged),
             lambda error: self._committed(topics, marks, completions, error, staged),
+            # While a transaction is open no commit is small: its client has requests on the way that need no
+            # commit (NEW_TXN, ADD_PARTITION_TO_TXN...), which a commit on this thread would hold up for an fsync
+            # (pulsar-perf's transactions: about 40% less server CPU per transaction, 2-4x the transactions per
+            # second, with those commits on the writer thread; bench/TXN_PATH.md).
             small=bool(completions) and not self.coordinators.active() and _is_small(staged),
         )
 
