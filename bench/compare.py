@@ -1,6 +1,7 @@
 """This endpoint and an Apache Pulsar standalone side by side, measured with Pulsar's own ``pulsar-perf``.
 
-One run measures both targets, one after the other on the same machine, with the same client tool
+One run measures both targets, one after the other on the same machine (``--side-by-side``: at the same time, so that
+a busy host's load weighs on both alike), with the same client tool
 (``pulsar-perf`` from ``org.apache.pulsar:pulsar-testclient``, resolved by ``tests/conformance/pulsar-perf``):
 batched and non-batched produce throughput, consume throughput, publish latency p50/p99 at a fixed rate,
 transactions per second with 1 and 100 messages per transaction, the server's CPU time per message and per
@@ -23,7 +24,8 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -318,6 +320,9 @@ def main() -> None:
                         help="also measure this endpoint from another checkout with its own .venv (e.g. a worktree "
                              "of an earlier commit), for a before/after comparison in one run")
     parser.add_argument("--no-pulsar", action="store_true", help="measure no Pulsar (with --baseline: before/after)")
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="run every target's rows at the same time (each its own pulsar-perf), so that all see "
+                             "the same load on a busy host; throughput then shares the cores, CPU per message does not")
     args = parser.parse_args()
     targets: list[tuple[str, Callable[[Path], AbstractContextManager[UnderTest]]]] = [(OURS, endpoint_target)]
     if not args.no_pulsar:
@@ -335,7 +340,9 @@ def main() -> None:
     results: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
         work = Path(tmp)
-        for name, target in targets:
+        if args.side_by_side:
+            results = side_by_side(work, targets, args.runs, args.seconds, args.rate)
+        for name, target in [] if args.side_by_side else targets:
             print(f"measuring {name} ...", flush=True)
             began = time.monotonic()
             figures: dict[str, list[float]] = {}
@@ -356,14 +363,50 @@ def main() -> None:
     print(overhead)
     if args.results:
         command = "python bench/compare.py " + " ".join(sys.argv[1:])
-        args.results.write_text(results_markdown(table, overhead, command.strip(), args.seconds, args.runs))
+        order = "all targets at the same time" if args.side_by_side else "one target after the other"
+        args.results.write_text(results_markdown(table, overhead, command.strip(), args.seconds, args.runs, order))
 
 
-def results_markdown(table: str, overhead: str, command: str, seconds: int, runs: int) -> str:
+def side_by_side(
+    work: Path,
+    targets: list[tuple[str, Callable[[Path], AbstractContextManager[UnderTest]]]],
+    runs: int,
+    seconds: int,
+    rate: int,
+) -> dict[str, dict[str, list[float]]]:
+    """Every target started, then each run's rows measured on all of them at the same time (one thread and one
+    pulsar-perf per target): a load that comes and goes on the host then weighs on every target alike."""
+    results: dict[str, dict[str, list[float]]] = {name: {} for name, _ in targets}
+    with ExitStack() as stack:
+        running = [(name, stack.enter_context(target(work))) for name, target in targets]
+        perfs = {}
+        for name, under_test in running:
+            (work / f"perf-{len(perfs)}").mkdir()
+            perfs[name] = Perf(work / f"perf-{len(perfs)}", under_test.service_url)
+        began = time.monotonic()
+        for run in range(runs):
+            with ThreadPoolExecutor(len(running)) as pool:
+                futures = {
+                    name: pool.submit(measure, perfs[name], seconds, rate, under_test.cpu_seconds)
+                    for name, under_test in running
+                }
+            measured = {name: future.result() for name, future in futures.items()}
+            for name, figures in measured.items():
+                for key, value in figures.items():
+                    results[name].setdefault(key, []).append(value)
+            print(f"  run {run + 1} of {runs} done at {time.monotonic() - began:.0f} s", flush=True)
+        for name, under_test in running:
+            results[name]["startup"] = [under_test.startup_seconds]
+            results[name]["answer"] = [under_test.answer_seconds]
+            results[name]["rss"] = [under_test.peak_rss() / 2**20]
+    return results
+
+
+def results_markdown(table: str, overhead: str, command: str, seconds: int, runs: int, order: str) -> str:
     return f"""# This endpoint versus Apache Pulsar standalone
 
-Made by `{command}` ({time.strftime("%Y-%m-%d")}), on one machine, one target
-after the other. "better or equal" compares with the Pulsar standalone as it ships (first Pulsar column).
+Made by `{command}` ({time.strftime("%Y-%m-%d")}), on one machine, {order}.
+"better or equal" compares with the Pulsar standalone as it ships (first Pulsar column).
 
 {table}
 
@@ -371,7 +414,7 @@ after the other. "better or equal" compares with the Pulsar standalone as it shi
 
 How it was measured:
 
-- Each pulsar-perf row runs {runs} times per target (one target after the other, the same server process for all
+- Each pulsar-perf row runs {runs} times per target ({order}, the same server process for all
   its runs); a cell is the median and, in brackets, the range of its runs; the ratio compares medians.
 - Server CPU: user + system CPU time of the server process (the endpoint's Python process; the standalone's one
   JVM, broker and bookie together) during the row's pulsar-perf run, divided by the messages the run moved (or the

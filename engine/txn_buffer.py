@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 MARKER_PRODUCER = "__txn_marker"
 _MARKERS = {TxnAction.COMMIT: MarkerType.TXN_COMMIT, TxnAction.ABORT: MarkerType.TXN_ABORT}
+#: The metadata of markers; the fields that differ between markers are set before each use (see ``_append_marker``).
+_MARKER_METADATA = MessageMetadata(producer_name=MARKER_PRODUCER, sequence_id=0)
 #: Entries the recovery replay reads from the store at a time.
 _REPLAY_CHUNK = 1000
 
@@ -192,14 +194,12 @@ class TransactionBuffer:
             self._timer = self.topic.clock.call_later(self.policy.interval_seconds, self._timed_snapshot)
 
     def _append_marker(self, txn: TxnId, action: TxnAction) -> int:
-        meta = MessageMetadata(
-            producer_name=MARKER_PRODUCER,
-            sequence_id=0,
-            publish_time=now_ms(self.topic.clock),
-            marker_type=_MARKERS[action],
-            txnid_most_bits=txn.most,
-            txnid_least_bits=txn.least,
-        )
+        # One metadata object is refilled for every marker (building one from keyword arguments costs more, and a
+        # marker is written per transaction and partition); the topic keeps only the body and the Entry made of it.
+        meta = _MARKER_METADATA
+        meta.publish_time = now_ms(self.topic.clock)
+        meta.marker_type = _MARKERS[action]
+        meta.txnid_most_bits, meta.txnid_least_bits = txn
         return self.topic.append_marker(make_body(meta, b""), meta)
 
     # -- snapshots and recovery ---------------------------------------------------------------

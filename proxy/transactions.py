@@ -83,12 +83,17 @@ class TransactionCommands:
             )
 
     def _reply(self, kind: int, request: Any, txn: TxnId | None, exc: BrokerError | None = None) -> None:
+        send = self.connection.send
+        if exc is None:
+            if txn is None:
+                send(kind, request_id=request.request_id)
+            else:
+                send(kind, request_id=request.request_id, txnid_most_bits=txn.most, txnid_least_bits=txn.least)
+            return
         fields: dict[str, object] = {"request_id": request.request_id}
         if txn is not None:
             fields.update(txnid_most_bits=txn.most, txnid_least_bits=txn.least)
-        if exc is not None:
-            fields.update(error=exc.code, message=exc.message)
-        self.connection.send(kind, **fields)
+        send(kind, **fields, error=exc.code, message=exc.message)
 
     def _run(self, kind: int, request: Any, txn: TxnId | None, action: Callable[[Callable[[Any], None]], None]) -> None:
         """Run ``action(done)``; answer ``kind`` when done (with the error it completed with: a failed commit), or

@@ -13,6 +13,7 @@ from engine.broker import COMMIT_RETRY_SECONDS, SMALL_COMMIT_BYTES, SMALL_COMMIT
 from engine.clock import ManualClock
 from engine.store import ROWS_PER_STATEMENT, Store, StoreFullError
 from engine.topic import AccessMode, Producer
+from engine.transactions import TxnAction
 from proxy.commits import ThreadedCommits
 from wire.framing import make_body
 from wire.pulsar_api_pb2 import MessageMetadata
@@ -67,6 +68,25 @@ def test_commits_that_replies_wait_for_are_small_only_up_to_the_limits(tmp_path:
     clock.advance(0)
     assert commits.small[-1] is False
     assert broker.store.counter("c") == 1
+    broker.close()
+
+
+def test_no_commit_is_small_while_a_transaction_is_open(tmp_path: Path) -> None:
+    """Its client has requests on the way that need no commit: a commit on the engine's thread would hold them up."""
+    clock, commits = ManualClock(), RecordingCommits()
+    broker = Broker(Store(tmp_path / "store.sqlite"), clock, commits=commits)
+    opened: list[object] = []
+    broker.coordinators.new_txn(0, 60_000, opened.append)
+    clock.advance(0)
+    [txn] = opened
+    assert len(_publish(broker, clock, [b"one"])) == 1
+    ended: list[object] = []
+    broker.coordinators.end(txn, TxnAction.COMMIT, ended.append)  # type: ignore[arg-type]
+    clock.advance(0)
+    assert ended == [None]
+    assert len(_publish(broker, clock, [b"two"])) == 1
+    # The send and the end while the transaction was open are not small; the send after it ended is.
+    assert commits.small[-3:] == [False, False, True]
     broker.close()
 
 
