@@ -51,7 +51,9 @@ def run_options(options: Options, mutation: str | None = None, log: bool = False
     """One run of ``options`` (with ``mutation`` injected).
 
     The cyclic garbage collector is off during the run (its passes over the run's many live objects cost about a
-    tenth of the time) and collects once after it.
+    tenth of the time) and collects once after it. What survives that collection (modules, caches: not the run's
+    objects, which are gone) is frozen, so that the next collection looks at the next run's objects only: a full
+    collection over every imported module cost about a seventh of the time of a run.
     """
     collecting = gc.isenabled()
     gc.disable()
@@ -66,6 +68,7 @@ def run_options(options: Options, mutation: str | None = None, log: bool = False
     )
     del world
     gc.collect()
+    gc.freeze()
     return result
 
 
