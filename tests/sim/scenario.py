@@ -10,6 +10,7 @@ cumulative acks, negative acks), and at the end an audit consumer that reads eve
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 import random
@@ -38,6 +39,8 @@ SETTLE_SECONDS = 45.0
 #: Seconds the audit consumer reads before the checks.
 AUDIT_SECONDS = 15.0
 Task = Generator[Future, Any, None]
+#: What the trace hash takes before each piece of data: its tag, the simulated time, its length.
+_TRACE_HEAD = struct.Struct(">cdI")
 #: Permits a consumer gives at first, and again (half of it) each time it received half of it.
 FLOW_PERMITS = 1000
 
@@ -241,8 +244,9 @@ class World:
     # -- basics --------------------------------------------------------------------------------
 
     def trace(self, tag: bytes, data: bytes) -> None:
-        self._hash.update(struct.pack(">cdI", tag, self.sched.now, len(data)))
-        self._hash.update(data)
+        update = self._hash.update
+        update(_TRACE_HEAD.pack(tag, self.sched.now, len(data)))
+        update(data)
 
     def trace_hash(self) -> str:
         return self._hash.hexdigest()
@@ -359,7 +363,9 @@ class World:
 # -- actors --------------------------------------------------------------------------------------
 
 
+@functools.cache
 def partition(topic: str, index: int) -> str:
+    """The name of a partition (one string object per name: its hash is computed once)."""
     return f"{topic}-partition-{index}"
 
 
