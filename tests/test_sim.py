@@ -34,6 +34,7 @@ CAUGHT_BY = {
     "end-applied-before-durable": 46,
     "sequences-stored-by-earlier-commit": 1917,
     "producers-kept-after-lost-write": 495,
+    "txn-ack-lost-after-consumer-left": 4831,
 }
 #: Seeds that found defects in the server, and the defect (each fixed; the seed fails with it put back).
 REGRESSIONS = {
@@ -49,6 +50,10 @@ REGRESSIONS = {
     # stored, and the resend of the earlier one was answered as a duplicate (topics now disconnect their producers
     # after a lost write, as Pulsar's do).
     495: "producers-kept-after-lost-write",
+    # A worker's transactional ACK was held while its commit was in flight; the worker's connection was lost, so its
+    # consumer left without giving the entry back (it was held); then the commit failed (a full disk) and the entry,
+    # held no more, belonged to nobody: never delivered again until a restart (found by the campaign).
+    4831: "txn-ack-lost-after-consumer-left",
 }
 #: Other seeds that failed before their defects were fixed; they pass. 64: the disk filled while a coordinator
 #: reserved its next block of ids, answered at once and handed out again after the restart. 109, 132, 1785, 1885:

@@ -12,6 +12,7 @@ from engine.broker import Broker
 from engine.coordinator import Coordinators
 from engine.pending_ack import PendingAck
 from engine.store import Store
+from engine.subscription import Subscription
 from engine.topic import Topic
 from engine.transactions import TxnAction
 from engine.txn_buffer import TransactionBuffer
@@ -180,6 +181,12 @@ def _producers_kept_after_lost_write() -> Callable[[], None]:
     return lambda: setattr(Topic, "disconnect_producers", original)
 
 
+def _ack_lost_after_consumer_left() -> Callable[[], None]:
+    original = Subscription.give_back
+    Subscription.give_back = lambda self, entry_ids: None  # type: ignore[method-assign]
+    return lambda: setattr(Subscription, "give_back", original)
+
+
 #: name -> (what the defect is, how to inject it: returns how to take it away)
 MUTATIONS: dict[str, tuple[str, Callable[[], Callable[[], None]]]] = {
     "receipt-before-durable": (
@@ -225,6 +232,10 @@ MUTATIONS: dict[str, tuple[str, Callable[[], Callable[[], None]]]] = {
     "txn-ids-reserved-before-stored": (
         "a block of transaction ids counts as reserved even when the commit storing it failed",
         _txn_ids_reserved_before_stored,
+    ),
+    "txn-ack-lost-after-consumer-left": (
+        "entries held by a transactional ack whose record is lost after their consumer left go to nobody",
+        _ack_lost_after_consumer_left,
     ),
     "earliest-skips-staged": (
         "a subscription created at the earliest position skips the entries of the commit in flight",
