@@ -640,6 +640,9 @@ class Subscriber(Actor):
         super().__init__(world, name)
         self.consumer_serial = 0
         self.inbox: list[tuple[int, Message]] = []
+        #: The inbox list ``_waiting`` indexes, and the (partition, entry) of each message in it.
+        self._indexed: list[tuple[int, Message]] = self.inbox
+        self._waiting: set[tuple[int, int]] = set()
         #: Messages each consumer (by partition) received since it subscribed.
         self.received: dict[int, int] = {}
         self._waiter: Future | None = None
@@ -693,11 +696,17 @@ class Subscriber(Actor):
         self.received[index] = received
         if received % (FLOW_PERMITS // 2) == 0 and self.conn is not None:
             self.conn.send_flow(index, FLOW_PERMITS // 2)
-        if any(i == index and m.entry == message.entry for i, m in self.inbox):
+        inbox = self.inbox
+        if inbox is not self._indexed:
+            # The actor took messages out (it replaces the list when it does): index what is left.
+            self._indexed, self._waiting = inbox, {(i, m.entry) for i, m in inbox}
+        mark = (index, message.entry)
+        if mark in self._waiting:
             # Delivered again while still waiting here: the clients drop such duplicates (and, as they do, count
             # the permit it took as free again).
             return
-        self.inbox.append((index, message))
+        self._waiting.add(mark)
+        inbox.append((index, message))
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
