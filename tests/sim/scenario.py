@@ -81,9 +81,14 @@ class Options:
     #: Seconds the disk is full from the moment both producers are done (0: never), when the consumers acknowledge
     #: the last messages: the last writes of their cursors fail.
     late_disk_full: float = 0.0
+    #: Seconds (at most) the producer of transactions waits between registering a transaction's partitions and
+    #: sending to them, until the faults stop (0: it does not): a slow client, whose transaction spans commits.
+    think: float = 0.0
 
     @classmethod
-    def from_seed(cls, seed: int) -> Options:
+    def from_seed(cls, seed: int, later_faults: bool = True) -> Options:
+        """The options ``seed`` chooses (``later_faults=False``: as it chose them before the later faults were added,
+        see :meth:`with_later_faults`)."""
         rng = random.Random(seed)
         partitions = rng.randint(3, 5)
         heal = rng.uniform(60.0, 150.0)
@@ -97,7 +102,7 @@ class Options:
         actors = ["src", "txsrc", "plain", "ctp0", "ctp1", "ctp2"]
         resets = sorted((round(rng.uniform(2.0, heal), 3), rng.choice(actors)) for _ in range(rng.randint(0, 4)))
         workers = rng.randint(1, 3)
-        return cls(
+        options = cls(
             seed=seed,
             partitions=partitions,
             coordinators=rng.randint(2, 4),
@@ -124,6 +129,27 @@ class Options:
             heal=round(heal, 3),
             late_disk_full=_late_disk_full(seed),
         )
+        return options.with_later_faults() if later_faults else options
+
+    def with_later_faults(self) -> Options:
+        """Add the faults that came after the others, for some seeds: a spell of full disk as the first transactions
+        open (their first transaction-buffer snapshots are lost with their commits), a crash in the seconds after the
+        first spell ends, at once or after the next write (while what the failed commits lost is written again), and
+        a slow producer of transactions (``think``). Drawn apart from the other options, so that adding them changed
+        none of those."""
+        rng = random.Random(self.seed * 31 + 11)
+        disk_full, crashes = list(self.disk_full), list(self.crashes)
+        if rng.random() < 0.25:
+            disk_full = sorted([*disk_full, (round(rng.uniform(1.5, 4.0), 3), round(rng.uniform(1.0, 6.0), 3))])
+        if disk_full and rng.random() < 0.4:
+            when, seconds = disk_full[0]
+            mode = rng.choice(["now", "after-write"])
+            # After the first write once there is room (what it carries of the commits lost before it), or a while on.
+            crash = round(when + seconds + (0.001 if mode == "after-write" else rng.uniform(0.05, 3.0)), 3)
+            if crash < self.heal:
+                crashes = sorted([*crashes, (crash, mode)])
+        think = round(rng.uniform(0.2, 2.0), 3) if rng.random() < 0.35 else 0.0
+        return self.replace(disk_full=disk_full, crashes=crashes, think=think)
 
     def describe(self) -> str:
         return " ".join(f"{f.name}={getattr(self, f.name)!r}".replace(" ", "") for f in dataclasses.fields(self))
@@ -581,6 +607,7 @@ class TxnProducer(Actor):
         super().__init__(world, "txsrc")
         self.producers = Producers("txsrc")
         self.txns = TxnClient(world, "txsrc", self.rng)
+        self.think_rng = random.Random(f"{world.options.seed}-txsrc-think")
         self.made = 0
         self.batches = 0
 
@@ -611,6 +638,8 @@ class TxnProducer(Actor):
                 txnid_least_bits=rec.txn[1],
                 partitions=[partition(IN, i) for i in chosen],
             )
+            if o.think and not self.world.healed:
+                yield sleep(self.world.sched, self.think_rng.uniform(0.0, o.think))
             futures = []
             for index in chosen:
                 key = f"x{self.made}"
