@@ -36,6 +36,7 @@ CAUGHT_BY = {
     "sequences-stored-by-earlier-commit": 1917,
     "producers-kept-after-lost-write": 53,
     "lost-txn-buffer-snapshot": 49,
+    "lost-coordinator-log-record": 749,
 }
 CAUGHT_AS_FOUND = {
     "txn-ack-lost-after-consumer-left": 4831,

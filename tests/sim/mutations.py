@@ -193,6 +193,12 @@ def _lost_txn_buffer_snapshot() -> Callable[[], None]:
     return lambda: setattr(TransactionBuffer, "rolled_back", original)
 
 
+def _lost_coordinator_log_record() -> Callable[[], None]:
+    original = Coordinators.records_lost
+    Coordinators.records_lost = lambda self, records: None  # type: ignore[method-assign]
+    return lambda: setattr(Coordinators, "records_lost", original)
+
+
 def _ack_lost_after_consumer_left() -> Callable[[], None]:
     original = Subscription.give_back
     Subscription.give_back = lambda self, entry_ids: None  # type: ignore[method-assign]
@@ -248,6 +254,10 @@ MUTATIONS: dict[str, tuple[str, Callable[[], Callable[[], None]]]] = {
     "lost-txn-buffer-snapshot": (
         "a transaction-buffer snapshot lost by a failed commit still counts as taken (recovery may replay nothing)",
         _lost_txn_buffer_snapshot,
+    ),
+    "lost-coordinator-log-record": (
+        "log records of open transactions that a failed commit lost are not written again",
+        _lost_coordinator_log_record,
     ),
     "txn-ack-lost-after-consumer-left": (
         "entries held by a transactional ack whose record is lost after their consumer left go to nobody",
