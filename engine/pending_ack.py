@@ -177,6 +177,9 @@ class PendingAck:
             del self.txns[txn]
         if consumer is not None and consumer in self.subscription.consumers:
             consumer.pending.update(e for e in undo.delivered if not self.subscription.cursor.is_acked(e))
+        elif undo.delivered:
+            # The consumer left meanwhile, its entries held: they were not among what it gave back then.
+            self.subscription.give_back(undo.delivered)
 
     def _check_individual(self, txn: TxnId, acks: list[Ack]) -> None:
         cursor = self.subscription.cursor

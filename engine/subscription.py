@@ -494,6 +494,15 @@ class Subscription(ConsumerGroup):
                     self._replay.add(entry_id)
         self.dispatch()
 
+    def give_back(self, entry_ids: list[int]) -> None:
+        """Entries a consumer that left held unacknowledged, given back after it left (as :meth:`remove_consumer`
+        gives back what it held then): delivered again, to the consumers attached."""
+        if self.single_active:
+            self.read_position = min(self.read_position, self.cursor.mark_delete + 1)
+        else:
+            self._replay.update(e for e in entry_ids if not self.cursor.is_acked(e))
+        self.dispatch()
+
     def reset(self, next_entry: int) -> None:
         """Seek: the next entry delivered is ``next_entry``; acknowledgements after it are forgotten."""
         self.cursor.reset(next_entry)

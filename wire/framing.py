@@ -77,30 +77,31 @@ class FrameDecoder:
             data = bytes(self._buffer)
         size = len(data)
         offset = 0
+        max_frame_size = self._max_frame_size
+        unpack = _U32.unpack_from
+        parse = BaseCommand.FromString
         try:
             while size - offset >= 4:
-                (total,) = _U32.unpack_from(data, offset)
-                if total < 4 or total > self._max_frame_size:
-                    raise ProtocolError(f"frame size {total} outside 4..{self._max_frame_size}")
+                (total,) = unpack(data, offset)
+                if total < 4 or total > max_frame_size:
+                    raise ProtocolError(f"frame size {total} outside 4..{max_frame_size}")
                 if size - offset - 4 < total:
                     break
                 start = offset + 4
-                (command_size,) = _U32.unpack_from(data, start)
+                (command_size,) = unpack(data, start)
                 if command_size > total - 4:
                     raise ProtocolError(f"command size {command_size} exceeds frame size {total}")
                 command_end = start + 4 + command_size
                 try:
-                    command = BaseCommand.FromString(data[start + 4 : command_end])
+                    command = parse(data[start + 4 : command_end])
                 except DecodeError as exc:
                     raise ProtocolError(f"command does not parse: {exc}") from None
                 if not command.HasField("type"):
                     raise ProtocolError("unknown or missing command type")
-                frame_end = start + total
-                body = data[command_end:frame_end] if frame_end > command_end else None
-                offset = frame_end
-                yield Frame(command, body)
+                offset = start + total
+                yield Frame(command, data[command_end:offset] if offset > command_end else None)
         finally:
-            self._buffer = bytearray(data[offset:])
+            self._buffer = bytearray(data[offset:]) if offset < size else bytearray()
 
 
 def encode_command(command: BaseCommand) -> bytes:

@@ -51,7 +51,9 @@ def run_options(options: Options, mutation: str | None = None, log: bool = False
     """One run of ``options`` (with ``mutation`` injected).
 
     The cyclic garbage collector is off during the run (its passes over the run's many live objects cost about a
-    tenth of the time) and collects once after it.
+    tenth of the time) and collects once after it. What survives that collection (modules, caches: not the run's
+    objects, which are gone) is frozen, so that the next collection looks at the next run's objects only: a full
+    collection over every imported module cost about a seventh of the time of a run.
     """
     collecting = gc.isenabled()
     gc.disable()
@@ -66,11 +68,14 @@ def run_options(options: Options, mutation: str | None = None, log: bool = False
     )
     del world
     gc.collect()
+    gc.freeze()
     return result
 
 
-def run_seed(seed: int, mutation: str | None = None, overrides: dict[str, Any] | None = None) -> Result:
-    options = Options.from_seed(seed)
+def run_seed(
+    seed: int, mutation: str | None = None, overrides: dict[str, Any] | None = None, later_faults: bool = True
+) -> Result:
+    options = Options.from_seed(seed, later_faults)
     if overrides:
         options = options.replace(**overrides)
     return run_options(options, mutation)
@@ -167,6 +172,8 @@ def campaign(
     totals: Counter[str] = Counter()
     failed = 0
     done = 0
+    #: The fewest messages the audit found stored in one scenario, and in which.
+    fewest: tuple[int, int] | None = None
     seeds = [(seed, mutation) for seed in range(first, first + count)]
     pool = multiprocessing.get_context("fork").Pool(jobs) if jobs > 1 else None
     results = pool.imap(_run_seed_job, seeds, chunksize=4) if pool else map(_run_seed_job, seeds)
@@ -174,6 +181,9 @@ def campaign(
         for result in results:
             done += 1
             totals.update(result.counters)
+            stored = result.counters.get("messages stored", 0)
+            if fewest is None or stored < fewest[0]:
+                fewest = (stored, result.seed)
             if result.failures:
                 failed += 1
                 report_failure(result, mutation, do_shrink and failed <= 3, out)
@@ -191,6 +201,8 @@ def campaign(
     for name, value in sorted(totals.items()):
         if name not in EXPECTED:
             print(f"  {name}: {value}", file=out)
+    if fewest is not None:
+        print(f"  fewest messages stored in one scenario: {fewest[0]} (seed {fewest[1]})", file=out)
     print(f"{done} scenarios, {failed} failed, {done / elapsed * 60:.0f} scenarios/min", file=out, flush=True)
     return failed
 

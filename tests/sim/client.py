@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
-from wire.commands import frame, make, payload_of
+from wire.commands import FIELD_OF_TYPE, frame, make, payload_of
 from wire.framing import FrameDecoder, ProtocolError, encode_payload_command, make_body, stored_metadata, stored_payload
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata
 
@@ -106,14 +106,22 @@ def gather(futures: list[Future]) -> Future:
     return result
 
 
+#: Command types whose payload has an ``error`` field (the answers that may carry one).
+_WITH_ERROR = frozenset(
+    kind
+    for kind, name in FIELD_OF_TYPE.items()
+    if "error" in BaseCommand.DESCRIPTOR.fields_by_name[name].message_type.fields_by_name
+)
+
+
 def failed(answer: Any) -> bool:
     """Whether an answer is a loss, a timeout or an error."""
     if not isinstance(answer, BaseCommand):
         return True
-    if answer.type in (T.ERROR, T.SEND_ERROR):
+    kind = answer.type
+    if kind == T.ERROR or kind == T.SEND_ERROR:
         return True
-    payload = payload_of(answer)
-    return "error" in payload.DESCRIPTOR.fields_by_name and payload.HasField("error")
+    return kind in _WITH_ERROR and payload_of(answer).HasField("error")
 
 
 class Message:

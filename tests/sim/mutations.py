@@ -12,6 +12,7 @@ from engine.broker import Broker
 from engine.coordinator import Coordinators
 from engine.pending_ack import PendingAck
 from engine.store import Store
+from engine.subscription import Subscription
 from engine.topic import Topic
 from engine.transactions import TxnAction
 from engine.txn_buffer import TransactionBuffer
@@ -180,6 +181,30 @@ def _producers_kept_after_lost_write() -> Callable[[], None]:
     return lambda: setattr(Topic, "disconnect_producers", original)
 
 
+def _lost_txn_buffer_snapshot() -> Callable[[], None]:
+    original = TransactionBuffer.rolled_back
+
+    def rolled_back(self: TransactionBuffer, last_confirmed: int) -> None:
+        counted = self.has_snapshot
+        original(self, last_confirmed)
+        self.has_snapshot = counted  # a snapshot the failed commit lost still counts as taken: none is staged again
+
+    TransactionBuffer.rolled_back = rolled_back  # type: ignore[method-assign]
+    return lambda: setattr(TransactionBuffer, "rolled_back", original)
+
+
+def _lost_coordinator_log_record() -> Callable[[], None]:
+    original = Coordinators.records_lost
+    Coordinators.records_lost = lambda self, records: None  # type: ignore[method-assign]
+    return lambda: setattr(Coordinators, "records_lost", original)
+
+
+def _ack_lost_after_consumer_left() -> Callable[[], None]:
+    original = Subscription.give_back
+    Subscription.give_back = lambda self, entry_ids: None  # type: ignore[method-assign]
+    return lambda: setattr(Subscription, "give_back", original)
+
+
 #: name -> (what the defect is, how to inject it: returns how to take it away)
 MUTATIONS: dict[str, tuple[str, Callable[[], Callable[[], None]]]] = {
     "receipt-before-durable": (
@@ -225,6 +250,18 @@ MUTATIONS: dict[str, tuple[str, Callable[[], Callable[[], None]]]] = {
     "txn-ids-reserved-before-stored": (
         "a block of transaction ids counts as reserved even when the commit storing it failed",
         _txn_ids_reserved_before_stored,
+    ),
+    "lost-txn-buffer-snapshot": (
+        "a transaction-buffer snapshot lost by a failed commit still counts as taken (recovery may replay nothing)",
+        _lost_txn_buffer_snapshot,
+    ),
+    "lost-coordinator-log-record": (
+        "log records of open transactions that a failed commit lost are not written again",
+        _lost_coordinator_log_record,
+    ),
+    "txn-ack-lost-after-consumer-left": (
+        "entries held by a transactional ack whose record is lost after their consumer left go to nobody",
+        _ack_lost_after_consumer_left,
     ),
     "earliest-skips-staged": (
         "a subscription created at the earliest position skips the entries of the commit in flight",

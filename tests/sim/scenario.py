@@ -10,6 +10,7 @@ cumulative acks, negative acks), and at the end an audit consumer that reads eve
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 import random
@@ -38,6 +39,8 @@ SETTLE_SECONDS = 45.0
 #: Seconds the audit consumer reads before the checks.
 AUDIT_SECONDS = 15.0
 Task = Generator[Future, Any, None]
+#: What the trace hash takes before each piece of data: its tag, the simulated time, its length.
+_TRACE_HEAD = struct.Struct(">cdI")
 #: Permits a consumer gives at first, and again (half of it) each time it received half of it.
 FLOW_PERMITS = 1000
 
@@ -78,9 +81,14 @@ class Options:
     #: Seconds the disk is full from the moment both producers are done (0: never), when the consumers acknowledge
     #: the last messages: the last writes of their cursors fail.
     late_disk_full: float = 0.0
+    #: Seconds (at most) the producer of transactions waits between registering a transaction's partitions and
+    #: sending to them, until the faults stop (0: it does not): a slow client, whose transaction spans commits.
+    think: float = 0.0
 
     @classmethod
-    def from_seed(cls, seed: int) -> Options:
+    def from_seed(cls, seed: int, later_faults: bool = True) -> Options:
+        """The options ``seed`` chooses (``later_faults=False``: as it chose them before the later faults were added,
+        see :meth:`with_later_faults`)."""
         rng = random.Random(seed)
         partitions = rng.randint(3, 5)
         heal = rng.uniform(60.0, 150.0)
@@ -94,7 +102,7 @@ class Options:
         actors = ["src", "txsrc", "plain", "ctp0", "ctp1", "ctp2"]
         resets = sorted((round(rng.uniform(2.0, heal), 3), rng.choice(actors)) for _ in range(rng.randint(0, 4)))
         workers = rng.randint(1, 3)
-        return cls(
+        options = cls(
             seed=seed,
             partitions=partitions,
             coordinators=rng.randint(2, 4),
@@ -121,6 +129,27 @@ class Options:
             heal=round(heal, 3),
             late_disk_full=_late_disk_full(seed),
         )
+        return options.with_later_faults() if later_faults else options
+
+    def with_later_faults(self) -> Options:
+        """Add the faults that came after the others, for some seeds: a spell of full disk as the first transactions
+        open (their first transaction-buffer snapshots are lost with their commits), a crash in the seconds after the
+        first spell ends, at once or after the next write (while what the failed commits lost is written again), and
+        a slow producer of transactions (``think``). Drawn apart from the other options, so that adding them changed
+        none of those."""
+        rng = random.Random(self.seed * 31 + 11)
+        disk_full, crashes = list(self.disk_full), list(self.crashes)
+        if rng.random() < 0.25:
+            disk_full = sorted([*disk_full, (round(rng.uniform(1.5, 4.0), 3), round(rng.uniform(1.0, 6.0), 3))])
+        if disk_full and rng.random() < 0.4:
+            when, seconds = disk_full[0]
+            mode = rng.choice(["now", "after-write"])
+            # After the first write once there is room (what it carries of the commits lost before it), or a while on.
+            crash = round(when + seconds + (0.001 if mode == "after-write" else rng.uniform(0.05, 3.0)), 3)
+            if crash < self.heal:
+                crashes = sorted([*crashes, (crash, mode)])
+        think = round(rng.uniform(0.2, 2.0), 3) if rng.random() < 0.35 else 0.0
+        return self.replace(disk_full=disk_full, crashes=crashes, think=think)
 
     def describe(self) -> str:
         return " ".join(f"{f.name}={getattr(self, f.name)!r}".replace(" ", "") for f in dataclasses.fields(self))
@@ -241,8 +270,9 @@ class World:
     # -- basics --------------------------------------------------------------------------------
 
     def trace(self, tag: bytes, data: bytes) -> None:
-        self._hash.update(struct.pack(">cdI", tag, self.sched.now, len(data)))
-        self._hash.update(data)
+        update = self._hash.update
+        update(_TRACE_HEAD.pack(tag, self.sched.now, len(data)))
+        update(data)
 
     def trace_hash(self) -> str:
         return self._hash.hexdigest()
@@ -359,7 +389,9 @@ class World:
 # -- actors --------------------------------------------------------------------------------------
 
 
+@functools.cache
 def partition(topic: str, index: int) -> str:
+    """The name of a partition (one string object per name: its hash is computed once)."""
     return f"{topic}-partition-{index}"
 
 
@@ -575,6 +607,7 @@ class TxnProducer(Actor):
         super().__init__(world, "txsrc")
         self.producers = Producers("txsrc")
         self.txns = TxnClient(world, "txsrc", self.rng)
+        self.think_rng = random.Random(f"{world.options.seed}-txsrc-think")
         self.made = 0
         self.batches = 0
 
@@ -605,6 +638,8 @@ class TxnProducer(Actor):
                 txnid_least_bits=rec.txn[1],
                 partitions=[partition(IN, i) for i in chosen],
             )
+            if o.think and not self.world.healed:
+                yield sleep(self.world.sched, self.think_rng.uniform(0.0, o.think))
             futures = []
             for index in chosen:
                 key = f"x{self.made}"
@@ -634,6 +669,9 @@ class Subscriber(Actor):
         super().__init__(world, name)
         self.consumer_serial = 0
         self.inbox: list[tuple[int, Message]] = []
+        #: The inbox list ``_waiting`` indexes, and the (partition, entry) of each message in it.
+        self._indexed: list[tuple[int, Message]] = self.inbox
+        self._waiting: set[tuple[int, int]] = set()
         #: Messages each consumer (by partition) received since it subscribed.
         self.received: dict[int, int] = {}
         self._waiter: Future | None = None
@@ -687,11 +725,17 @@ class Subscriber(Actor):
         self.received[index] = received
         if received % (FLOW_PERMITS // 2) == 0 and self.conn is not None:
             self.conn.send_flow(index, FLOW_PERMITS // 2)
-        if any(i == index and m.entry == message.entry for i, m in self.inbox):
+        inbox = self.inbox
+        if inbox is not self._indexed:
+            # The actor took messages out (it replaces the list when it does): index what is left.
+            self._indexed, self._waiting = inbox, {(i, m.entry) for i, m in inbox}
+        mark = (index, message.entry)
+        if mark in self._waiting:
             # Delivered again while still waiting here: the clients drop such duplicates (and, as they do, count
             # the permit it took as free again).
             return
-        self.inbox.append((index, message))
+        self._waiting.add(mark)
+        inbox.append((index, message))
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None

@@ -58,8 +58,10 @@ class Scheduler:
         self.events = 0
 
     def call_at(self, when: float, fn: Callable[..., object], *args: Any) -> Call:
-        call = Call(self, when, fn, args)
-        self.push(call, when)
+        now = self.now
+        call = Call(self, when if when > now else now, fn, args)
+        self._order += 1
+        heapq.heappush(self._queue, (call.time, self._order, call))
         return call
 
     def push(self, call: Call, when: float) -> None:
@@ -69,7 +71,11 @@ class Scheduler:
         heapq.heappush(self._queue, (call.time, self._order, call))
 
     def call_later(self, delay: float, fn: Callable[..., object], *args: Any) -> Call:
-        return self.call_at(self.now + max(delay, 0.0), fn, *args)
+        when = self.now + delay if delay > 0.0 else self.now
+        call = Call(self, when, fn, args)
+        self._order += 1
+        heapq.heappush(self._queue, (when, self._order, call))
+        return call
 
     def next_time(self) -> float | None:
         while self._queue and (self._queue[0][2].cancelled or self._queue[0][0] != self._queue[0][2].time):
