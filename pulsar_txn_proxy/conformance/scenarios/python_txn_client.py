@@ -13,6 +13,7 @@ both observed the same.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pulsar_txn import (
@@ -200,6 +201,12 @@ def _outcome(step: Any) -> dict[str, str] | None:
 
 def _receive(consumer: Consumer, count: int, timeout_ms: int) -> list[Message]:
     """As the harness's ``receive``: until ``count`` came or ``timeout_ms`` passed."""
+    return _until(consumer.receive, count, timeout_ms)
+
+
+def _until(take: Callable[[int], Message], count: int, timeout_ms: int) -> list[Message]:
+    """``take(timeout_ms)`` (a consumer's ``receive``, a reader's ``read_next``) until ``count`` messages came or
+    ``timeout_ms`` passed."""
     got: list[Message] = []
     deadline = time.monotonic() + timeout_ms / 1000
     while len(got) < count:
@@ -207,7 +214,7 @@ def _receive(consumer: Consumer, count: int, timeout_ms: int) -> list[Message]:
         if left <= 0:
             break
         try:
-            got.append(consumer.receive(max(1, int(left * 1000))))
+            got.append(take(max(1, int(left * 1000))))
         except Timeout:
             break
     return got
@@ -486,17 +493,7 @@ def _interleaved(client: Client, topic: str) -> dict[str, Any]:
 
 
 def _read(reader: Any, count: int, timeout_ms: int) -> list[Message]:
-    got: list[Message] = []
-    deadline = time.monotonic() + timeout_ms / 1000
-    while len(got) < count:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        try:
-            got.append(reader.read_next(max(1, int(left * 1000))))
-        except Timeout:
-            break
-    return got
+    return _until(reader.read_next, count, timeout_ms)
 
 
 def _aborted_then_committed(client: Client, topic: str) -> dict[str, Any]:
