@@ -21,11 +21,11 @@ def _shown(run: Run, result: Result, listing: bool) -> dict[str, Any]:
 
 
 def _session(run: Run, *commands: tuple[str, ...]) -> dict[str, Any]:
-    tools = Tools(run.target.service_url, run.target.admin_url or "")
     out = {}
-    for number, command in enumerate(commands):
-        result = tools.client(*command[1:]) if command[0] == "client" else tools.admin(*command)
-        out[f"{number:02} {' '.join(command[:2])}"] = _shown(run, result, command[1] in ("list", "subscriptions"))
+    with Tools(run.target.service_url, run.target.admin_url or "") as tools:
+        for number, command in enumerate(commands):
+            result = tools.client(*command[1:]) if command[0] == "client" else tools.admin(*command)
+            out[f"{number:02} {' '.join(command[:2])}"] = _shown(run, result, command[1] in ("list", "subscriptions"))
     return out
 
 
