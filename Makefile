@@ -6,9 +6,10 @@ ARGS ?=
 
 .PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-scale bench-container demo spark-cluster-demo conformance crash-loop fuzz model bench-plugin go-suite python-suite txn-client-crash-loop bench-python-client sim clean
 
+# The venv's own pip is used as it comes (pip 21.3+ installs this project editable; upgrading it cost a download).
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
