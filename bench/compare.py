@@ -4,13 +4,14 @@ One run measures both targets, one after the other on the same machine (``--side
 a busy host's load weighs on both alike), with the same client tool
 (``pulsar-perf`` from ``org.apache.pulsar:pulsar-testclient``, resolved by ``tests/conformance/pulsar-perf``):
 batched and non-batched produce throughput, consume throughput, publish latency p50/p99 at a fixed rate,
-transactions per second with 1 and 100 messages per transaction, the server's CPU time per message and per
-transaction in each of those runs, start-up time to the first accepted connection, and peak RSS. Every pulsar-perf
-row runs ``--runs`` times (3) per target; the table gives the median and range of each, and the ratio this/Pulsar
-of the medians (``--results FILE`` also writes it as Markdown). Needs Java 17+ and Maven (Pulsar and pulsar-perf are
+transactions per second with 1 and 100 messages per transaction (100: batched and not), the server's CPU time per
+message and per transaction in each of those runs (a 100-message transaction also set against the same 100 messages
+without one), start-up time to the first accepted connection, and peak RSS. Every pulsar-perf row runs ``--runs``
+times (3) per target; the table gives the median and range of each, and the ratio this/Pulsar of the medians
+(``--results FILE`` also writes it as Markdown). Needs Java 17+ and Maven (Pulsar and pulsar-perf are
 resolved from Maven Central).
 
-Run: ``python bench/compare.py [--seconds 10] [--runs 3] [--results bench/RESULTS.md]``.
+Run: ``python bench/compare.py [--seconds 10] [--runs 3] [--results bench/RESULTS.md] [--rows txn100,plain,...]``.
 """
 
 from __future__ import annotations
@@ -484,7 +485,8 @@ How it was measured:
   use an unlimited rate with at most 10,000 messages outstanding per producer (`-o 10000`: pulsar-perf's default
   queue is unbounded and its JVM runs out of heap against a broker slower than it offers), the latency rows a
   fixed rate with batching off. Transactions: `pulsar-perf produce -txn
-  -nmt N` (one producer; a transaction commits every N messages), transactions/s = msg/s / N. Producer rates
+  -nmt N` (one producer; a transaction commits every N messages; `-db` for the non-batched row),
+  transactions/s = msg/s / N; each is set against the batched or non-batched row without a transaction. Producer rates
   are the mean of pulsar-perf's 10-second reports: its final "aggregated" producer rate divides by the time
   until its reporting loop next wakes, about 20 s for a 10 s run.
 - Consume: a fresh subscription reads the batched run's backlog from the start.
