@@ -4,13 +4,14 @@ One run measures both targets, one after the other on the same machine (``--side
 a busy host's load weighs on both alike), with the same client tool
 (``pulsar-perf`` from ``org.apache.pulsar:pulsar-testclient``, resolved by ``tests/conformance/pulsar-perf``):
 batched and non-batched produce throughput, consume throughput, publish latency p50/p99 at a fixed rate,
-transactions per second with 1 and 100 messages per transaction, the server's CPU time per message and per
-transaction in each of those runs, start-up time to the first accepted connection, and peak RSS. Every pulsar-perf
-row runs ``--runs`` times (3) per target; the table gives the median and range of each, and the ratio this/Pulsar
-of the medians (``--results FILE`` also writes it as Markdown). Needs Java 17+ and Maven (Pulsar and pulsar-perf are
+transactions per second with 1 and 100 messages per transaction (100: batched and not), the server's CPU time per
+message and per transaction in each of those runs (a 100-message transaction also set against the same 100 messages
+without one), start-up time to the first accepted connection, and peak RSS. Every pulsar-perf row runs ``--runs``
+times (3) per target; the table gives the median and range of each, and the ratio this/Pulsar of the medians
+(``--results FILE`` also writes it as Markdown). Needs Java 17+ and Maven (Pulsar and pulsar-perf are
 resolved from Maven Central).
 
-Run: ``python bench/compare.py [--seconds 10] [--runs 3] [--results bench/RESULTS.md]``.
+Run: ``python bench/compare.py [--seconds 10] [--runs 3] [--results bench/RESULTS.md] [--rows txn100,plain,...]``.
 """
 
 from __future__ import annotations
@@ -124,42 +125,68 @@ class Run:
         return self.cpu_seconds * 1e6 * per / self.records if self.records else float("nan")
 
 
-def measure(perf: Perf, seconds: int, rate: int, server_cpu: Callable[[], float]) -> dict[str, float]:
-    """Every throughput, latency and CPU figure against one target, from one run of each pulsar-perf command."""
+#: The pulsar-perf runs a measurement is made of, by name (``--rows`` picks some): (command, arguments after the
+#: rate and length). ``consume`` reads what ``batched`` stored, so it needs it. The transaction runs have one producer
+#: that commits every N messages; their like-for-like rows without a transaction are ``batched`` and ``plain``
+#: (the same producer, rate and size, ``-db`` in both non-batched ones).
+RUNS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "batched": ("produce", ("-s", "100", *BOUNDED)),
+    "plain": ("produce", ("-s", "100", "-db", *BOUNDED)),
+    "consume": ("consume", ("-sp", "Earliest", "-ss", "bench")),
+    "latency": ("produce", ("-s", "100", "-db")),
+    "txn1": ("produce", ("-s", "100", "-txn", "-nmt", "1", "-db", *BOUNDED)),
+    "txn100": ("produce", ("-s", "100", "-txn", "-nmt", "100", *BOUNDED)),
+    "txn100plain": ("produce", ("-s", "100", "-txn", "-nmt", "100", "-db", *BOUNDED)),
+}
+
+
+def measure(
+    perf: Perf, seconds: int, rate: int, server_cpu: Callable[[], float], runs: tuple[str, ...] = tuple(RUNS)
+) -> dict[str, float]:
+    """The throughput, latency and CPU figures of the named pulsar-perf ``runs`` against one target, one run each."""
     run = uuid.uuid4().hex[:8]
     topic = f"persistent://public/default/bench-{run}"
     secs = str(seconds)
-
-    def perf_run(command: str, name: str, *args: str) -> Run:
-        return perf.run(command, f"{topic}-{name}", *args, server_cpu=server_cpu)
-
-    batched = perf_run("produce", "batched", "-r", "1000000", "-time", secs, "-s", "100", *BOUNDED)
-    plain = perf_run("produce", "plain", "-r", "1000000", "-time", secs, "-s", "100", "-db", *BOUNDED)
-    # Consume what the batched run stored, from the start (the count makes pulsar-perf stop when it is read).
-    stored = int(batched.rate * seconds * 0.9)
-    consume = perf_run("consume", "batched", "-sp", "Earliest", "-ss", "bench", "-m", str(stored),
-                       "-time", str(seconds * 6))
-    fixed = perf_run("produce", "latency", "-r", str(rate), "-time", secs, "-s", "100", "-db")
-    txn1 = perf_run("produce", "txn1", "-r", "1000000", "-time", secs, "-s", "100", "-txn", "-nmt", "1", "-db",
-                    *BOUNDED)
-    txn100 = perf_run("produce", "txn100", "-r", "1000000", "-time", secs, "-s", "100", "-txn", "-nmt", "100",
-                      *BOUNDED)
-    return {
-        "produce_batched": batched.rate,
-        "produce_unbatched": plain.rate,
-        "consume": consume.rate,
-        "latency_p50": fixed.p50,
-        "latency_p99": fixed.p99,
-        "txn1": txn1.rate,
-        "txn100": txn100.rate / 100,
-        "cpu_produce_batched": batched.cpu_micros(),
-        "cpu_produce_unbatched": plain.cpu_micros(),
-        "cpu_consume": consume.cpu_micros(),
-        "cpu_fixed_rate": fixed.cpu_micros(),
-        "cpu_txn1": txn1.cpu_micros(per=1),
-        "cpu_txn100": txn100.cpu_micros(per=100),
-        "cpu_batched100": batched.cpu_micros(per=100),
-    }
+    done: dict[str, Run] = {}
+    for name in runs:
+        command, args = RUNS[name]
+        if name == "consume":
+            # Consume what the batched run stored, from the start (the count makes pulsar-perf stop when read).
+            stored = int(done["batched"].rate * seconds * 0.9)
+            pace = ("-m", str(stored), "-time", str(seconds * 6))
+            topic_name = f"{topic}-batched"
+        else:
+            pace = ("-r", str(rate) if name == "latency" else "1000000", "-time", secs)
+            topic_name = f"{topic}-{name}"
+        done[name] = perf.run(command, topic_name, *pace, *args, server_cpu=server_cpu)
+    figures: dict[str, float] = {}
+    if "batched" in done:
+        figures |= {
+            "produce_batched": done["batched"].rate,
+            "cpu_produce_batched": done["batched"].cpu_micros(),
+            "cpu_batched100": done["batched"].cpu_micros(per=100),
+        }
+    if "plain" in done:
+        figures |= {
+            "produce_unbatched": done["plain"].rate,
+            "cpu_produce_unbatched": done["plain"].cpu_micros(),
+            "cpu_plain100": done["plain"].cpu_micros(per=100),
+        }
+    if "consume" in done:
+        figures |= {"consume": done["consume"].rate, "cpu_consume": done["consume"].cpu_micros()}
+    if "latency" in done:
+        fixed = done["latency"]
+        figures |= {"latency_p50": fixed.p50, "latency_p99": fixed.p99, "cpu_fixed_rate": fixed.cpu_micros()}
+    if "txn1" in done:
+        figures |= {"txn1": done["txn1"].rate, "cpu_txn1": done["txn1"].cpu_micros(per=1)}
+    if "txn100" in done:
+        figures |= {"txn100": done["txn100"].rate / 100, "cpu_txn100": done["txn100"].cpu_micros(per=100)}
+    if "txn100plain" in done:
+        figures |= {
+            "txn100_plain": done["txn100plain"].rate / 100,
+            "cpu_txn100_plain": done["txn100plain"].cpu_micros(per=100),
+        }
+    return figures
 
 
 @dataclass
@@ -239,6 +266,7 @@ def rows_for(results: dict[str, dict[str, list[float]]], rate: int) -> list[Row]
         ("latency_p99", f"publish latency p99 at {rate} msg/s, non-batched", "ms", False),
         ("txn1", "transactions per second, 1 message each", "txn/s", True),
         ("txn100", "transactions per second, 100 messages each", "txn/s", True),
+        ("txn100_plain", "transactions per second, 100 messages each, non-batched", "txn/s", True),
         ("cpu_produce_batched", "server CPU per message, batched produce", "µs/msg", False),
         ("cpu_produce_unbatched", "server CPU per message, non-batched produce", "µs/msg", False),
         ("cpu_consume", "server CPU per message, consume", "µs/msg", False),
@@ -246,12 +274,16 @@ def rows_for(results: dict[str, dict[str, list[float]]], rate: int) -> list[Row]
         ("cpu_txn1", "server CPU per transaction, 1 message each", "µs/txn", False),
         ("cpu_txn100", "server CPU per transaction, 100 messages each", "µs/txn", False),
         ("cpu_batched100", "server CPU per 100 messages, batched, no transaction", "µs/100 msg", False),
+        ("cpu_txn100_plain", "server CPU per transaction, 100 messages each, non-batched", "µs/txn", False),
+        ("cpu_plain100", "server CPU per 100 messages, non-batched, no transaction", "µs/100 msg", False),
         ("startup", "start-up to first accepted connection", "s", False),
         ("answer", "start-up to first CONNECT answered", "s", False),
         ("rss", "peak RSS", "MiB", False),
     ]
     rows = []
     for key, name, unit, higher in specs:
+        if not all(key in figures for figures in results.values()):
+            continue  # a row of a pulsar-perf run left out (--rows)
         row = Row(name, unit, higher)
         for target, figures in results.items():
             row.values[target] = figures[key]
@@ -298,13 +330,24 @@ def render(rows: list[Row], references: list[str]) -> str:
     return "\n".join(lines)
 
 
+#: The ratios of ``transaction_overhead``: a send mode, its transaction row and its row without a transaction.
+OVERHEADS = (("batched", "cpu_txn100", "cpu_batched100"), ("non-batched", "cpu_txn100_plain", "cpu_plain100"))
+
+
 def transaction_overhead(results: dict[str, dict[str, list[float]]]) -> str:
-    """Per target: the server CPU of a 100-message transaction over that of 100 batched messages without one."""
-    parts = []
-    for target, figures in results.items():
-        ratio = statistics.median(figures["cpu_txn100"]) / statistics.median(figures["cpu_batched100"])
-        parts.append(f"{target} {ratio:.2f}x")
-    return "Server CPU of a 100-message transaction / 100 batched messages without one: " + ", ".join(parts)
+    """Per send mode and target: the server CPU of a 100-message transaction over that of the same 100 messages
+    (same producer, rate, size and batching) without one."""
+    lines = []
+    for mode, txn, plain in OVERHEADS:
+        parts = []
+        for target, figures in results.items():
+            if txn in figures and plain in figures:
+                ratio = statistics.median(figures[txn]) / statistics.median(figures[plain])
+                parts.append(f"{target} {ratio:.2f}x")
+        if parts:
+            lines.append(f"Server CPU of a 100-message transaction / the same 100 messages without one, {mode}: "
+                         + ", ".join(parts))
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -320,6 +363,9 @@ def main() -> None:
                         help="also measure this endpoint from another checkout with its own .venv (e.g. a worktree "
                              "of an earlier commit), for a before/after comparison in one run")
     parser.add_argument("--no-pulsar", action="store_true", help="measure no Pulsar (with --baseline: before/after)")
+    parser.add_argument("--rows", default=",".join(RUNS), type=_runs,
+                        help=f"the pulsar-perf runs to make, comma-separated (default all: {','.join(RUNS)}); "
+                             "consume needs batched")
     parser.add_argument("--side-by-side", action="store_true",
                         help="run every target's rows at the same time (each its own pulsar-perf), so that all see "
                              "the same load on a busy host; throughput then shares the cores, CPU per message does not")
@@ -341,7 +387,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
         work = Path(tmp)
         if args.side_by_side:
-            results = side_by_side(work, targets, args.runs, args.seconds, args.rate)
+            results = side_by_side(work, targets, args.runs, args.seconds, args.rate, args.rows)
         for name, target in [] if args.side_by_side else targets:
             print(f"measuring {name} ...", flush=True)
             began = time.monotonic()
@@ -349,7 +395,8 @@ def main() -> None:
             with target(work) as under_test:
                 perf = Perf(work, under_test.service_url)
                 for run in range(args.runs):
-                    for key, value in measure(perf, args.seconds, args.rate, under_test.cpu_seconds).items():
+                    for key, value in measure(perf, args.seconds, args.rate, under_test.cpu_seconds,
+                                              args.rows).items():
                         figures.setdefault(key, []).append(value)
                     print(f"  run {run + 1} of {args.runs} done at {time.monotonic() - began:.0f} s", flush=True)
                 figures["startup"] = [under_test.startup_seconds]
@@ -367,12 +414,24 @@ def main() -> None:
         args.results.write_text(results_markdown(table, overhead, command.strip(), args.seconds, args.runs, order))
 
 
+def _runs(text: str) -> tuple[str, ...]:
+    """``--rows``: known run names, in the order measure() needs them (batched before consume)."""
+    names = {name.strip() for name in text.split(",") if name.strip()}
+    unknown = names - set(RUNS)
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown runs {sorted(unknown)}; known: {', '.join(RUNS)}")
+    if "consume" in names and "batched" not in names:
+        raise argparse.ArgumentTypeError("consume reads what batched stored: give batched too")
+    return tuple(name for name in RUNS if name in names)
+
+
 def side_by_side(
     work: Path,
     targets: list[tuple[str, Callable[[Path], AbstractContextManager[UnderTest]]]],
     runs: int,
     seconds: int,
     rate: int,
+    rows: tuple[str, ...] = tuple(RUNS),
 ) -> dict[str, dict[str, list[float]]]:
     """Every target started, then each run's rows measured on all of them at the same time (one thread and one
     pulsar-perf per target): a load that comes and goes on the host then weighs on every target alike."""
@@ -387,7 +446,7 @@ def side_by_side(
         for run in range(runs):
             with ThreadPoolExecutor(len(running)) as pool:
                 futures = {
-                    name: pool.submit(measure, perfs[name], seconds, rate, under_test.cpu_seconds)
+                    name: pool.submit(measure, perfs[name], seconds, rate, under_test.cpu_seconds, rows)
                     for name, under_test in running
                 }
             measured = {name: future.result() for name, future in futures.items()}
@@ -410,7 +469,7 @@ Made by `{command}` ({time.strftime("%Y-%m-%d")}), on one machine, {order}.
 
 {table}
 
-{overhead}.
+{overhead}
 
 How it was measured:
 
@@ -426,7 +485,8 @@ How it was measured:
   use an unlimited rate with at most 10,000 messages outstanding per producer (`-o 10000`: pulsar-perf's default
   queue is unbounded and its JVM runs out of heap against a broker slower than it offers), the latency rows a
   fixed rate with batching off. Transactions: `pulsar-perf produce -txn
-  -nmt N` (one producer; a transaction commits every N messages), transactions/s = msg/s / N. Producer rates
+  -nmt N` (one producer; a transaction commits every N messages; `-db` for the non-batched row),
+  transactions/s = msg/s / N; each is set against the batched or non-batched row without a transaction. Producer rates
   are the mean of pulsar-perf's 10-second reports: its final "aggregated" producer rate divides by the time
   until its reporting loop next wakes, about 20 s for a 10 s run.
 - Consume: a fresh subscription reads the batched run's backlog from the start.

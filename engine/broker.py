@@ -263,6 +263,9 @@ class Broker:
 
     def existing_topic(self, topic: str) -> Topic | None:
         """The topic partition if it exists (loading it), else None."""
+        loaded = self.topics.get(topic)  # a full name, loaded: every end of a transaction asks for its partitions
+        if loaded is not None:
+            return loaded
         try:
             return self.topic(topic, create=False)
         except BrokerError:

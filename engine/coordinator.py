@@ -26,6 +26,7 @@ import json
 import logging
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.clock import now_ms
@@ -81,6 +82,18 @@ END_RETRY_SECONDS = 1.0
 COORDINATOR_ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
 
 Done = Callable[[Any], None]
+
+
+@lru_cache(maxsize=4096)
+def _quoted(name: str) -> str:
+    """A topic name as a JSON string (a transaction's log records name the same partitions over and over)."""
+    return json.dumps(name)
+
+
+@lru_cache(maxsize=4096)
+def _namespace_of(topic: str) -> str:
+    """The namespace of a full topic name (every end of a transaction checks those of its partitions)."""
+    return TopicName.parse(topic).namespace_name
 
 
 @dataclass(eq=False)
@@ -254,10 +267,10 @@ class Coordinators:
     def _enlist_partition(self, meta: TxnMeta, partition: str, given: str | None = None) -> None:
         if partition not in meta.partitions:
             meta.partitions.append(partition)
-            text = f'{{"op": "partition", "topic": {json.dumps(partition)}'
+            text = f'{{"op": "partition", "topic": {_quoted(partition)}'
             if given is not None and given != partition:
                 meta.partition_names[partition] = given
-                text += f', "name": {json.dumps(given)}'
+                text += f', "name": {_quoted(given)}'
             self.store.stage_txn_record(meta.txn.most, meta.txn.least, text + "}")
 
     def add_subscriptions(
@@ -313,8 +326,10 @@ class Coordinators:
             self._begin_end(meta, target, self.end_delay_ms)
 
     def _touches_missing_namespace(self, meta: TxnMeta) -> bool:
-        topics = [*meta.partitions, *(topic for topic, _ in meta.subscriptions)]
-        return any(TopicName.parse(topic).namespace_name not in self.broker.namespaces for topic in topics)
+        namespaces = self.broker.namespaces
+        return any(_namespace_of(topic) not in namespaces for topic in meta.partitions) or any(
+            _namespace_of(topic) not in namespaces for topic, _ in meta.subscriptions
+        )
 
     def _hold(self, meta: TxnMeta, target: TxnStatus) -> None:
         """Move ``meta`` to COMMITTING/ABORTING without ending it, as Pulsar keeps a transaction whose end cannot reach

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.cursor import words_to_mask
@@ -38,6 +39,13 @@ T = BaseCommand
 TC_CONNECT_PROTOCOL_VERSION = 19
 
 Handler = Callable[[BaseCommand, bytes | None], None]
+
+
+@lru_cache(maxsize=4096)
+def full_name(topic: str) -> str:
+    """The full name of a topic as a client gave it (every transaction registers the same few partitions again);
+    InvalidTopicName for a name that is none (not cached)."""
+    return TopicName.parse(topic).full
 
 
 def txn_of(request: Any) -> TxnId:
@@ -180,7 +188,7 @@ class TransactionCommands:
         def action(done: Callable[[Any], None]) -> None:
             self._require_connected(txn.most)
             self._require_owner(txn)
-            given = {TopicName.parse(p).full: p for p in request.partitions}
+            given = {full_name(p): p for p in request.partitions}
             self.coordinators.add_partitions(txn, list(given), done, given)
 
         self._run(T.ADD_PARTITION_TO_TXN_RESPONSE, request, txn, action)
