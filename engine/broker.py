@@ -136,6 +136,8 @@ class Broker:
         )
         self.stats = BrokerStats(store, clock)
         self.topics: dict[str, Topic] = {}
+        #: Called with each topic partition as it is loaded (or created), before anyone uses it.
+        self.topic_loaded: list[Callable[[Topic], None]] = []
         self.entry_cache = CacheBudget(self.config.entry_cache_bytes)
         #: Non-persistent topic partitions, in memory only (a restart forgets them).
         self.non_persistent: dict[str, NonPersistentTopic] = {}
@@ -235,7 +237,17 @@ class Broker:
             record = self._create(name)
         loaded = Topic(self, name, record, TOPIC_PARTS)
         self.topics[name.full] = loaded
+        for listener in self.topic_loaded:
+            listener(loaded)
         return loaded
+
+    def unload(self, topic: Topic) -> None:
+        """Unload a topic partition as Pulsar does, which loads it again on its next use: its clients are
+        disconnected and its open ledger closes (the would-be ledgers of :mod:`engine.ledgers`)."""
+        topic.close()
+        topic.ledgers.reopen(topic.next_entry_id - 1, now_ms(self.clock))
+        for listener in self.topic_loaded:
+            listener(topic)
 
     def _check_new(self, name: TopicName, create: bool) -> None:
         """Raise unless a topic partition that does not exist yet may come into being now."""
@@ -303,6 +315,9 @@ class Broker:
         record = self._records[name.full] = self.store.create_topic(name.full, created)
         self._creation_times[name.full] = created
         self.topic_watches.changed(name.namespace_name)
+        # The creation is staged: the next group commit makes it durable, on the commit runner (a reply that must
+        # wait for it, as the admin API's, waits for that commit).
+        self.request_flush()
         return record
 
     def created_ms(self, topic: str) -> int:
@@ -332,6 +347,7 @@ class Broker:
         self.namespaces.set_topic_properties(name.full, None)
         self._creation_times.pop(name.full, None)
         self.store.put_metadata(TOPIC_CREATED, name.full, None)
+        self.request_flush()  # the store staged the deletion again, after any commit on its way (Store.delete_topic)
 
     def delete_partitioned_topic(self, topic: str) -> None:
         """Delete every partition of a partitioned topic, then its metadata."""
@@ -415,7 +431,9 @@ class Broker:
             # commit (NEW_TXN, ADD_PARTITION_TO_TXN...), which a commit on this thread would hold up for an fsync
             # (pulsar-perf's transactions: about 40% less server CPU per transaction, 2-4x the transactions per
             # second, with those commits on the writer thread; bench/TXN_PATH.md).
-            small=bool(completions) and not self.coordinators.active() and _is_small(staged),
+            # A commit creating topics is not small either: creations come in bursts (a client's partitions, a
+            # pattern of topics), and the engine's thread keeps answering meanwhile (tests/test_topic_creation.py).
+            small=bool(completions) and not self.coordinators.active() and not staged.topics and _is_small(staged),
         )
 
     def _committed(
@@ -455,6 +473,11 @@ class Broker:
         later = self.store.take_staged()
         lost_records = [*(staged.txn_records if staged else ()), *(later.txn_records if later else ())]
         self.coordinators.records_lost(lost_records)
+        # The topics those commits created exist here already: their creation is written again, until it lands.
+        lost_creations = [*(staged.topics if staged else ()), *(later.topics if later else ())]
+        if lost_creations:
+            self.store.stage_topics(lost_creations)
+            self.clock.call_later(COMMIT_RETRY_SECONDS, self.request_flush)
         lost = topics | self._staged_topics
         completions += self._completions
         self._staged_topics, self._completions = {}, []

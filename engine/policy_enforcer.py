@@ -7,6 +7,7 @@ sits over it in the engine's layers; the policies it applies are read from :mod:
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,57 @@ def compact_over(topic: Topic, threshold: int) -> bool:
     return True
 
 
+def retention_of(broker: Broker, topic: Topic) -> tuple[int, int]:
+    """The retention ``(minutes, megabytes)`` of a topic: its namespace's policy, else the broker default."""
+    return broker.namespaces.retention(topic.name) or broker.config.default_retention
+
+
+def trim_now(broker: Broker, topic: Topic) -> int:
+    """Apply retention to one topic now (the admin trim); the last entry deleted (-1 if none)."""
+    return trim(broker, topic, retention_of(broker, topic), now_ms(broker.clock))
+
+
+def trim_loaded(broker: Broker, topic: Topic) -> None:
+    """As Pulsar when it loads a topic whose subscriptions acknowledged its closed ledgers (what was stored before
+    the load is one): they go at once. A topic without subscriptions keeps them until the next check."""
+    if topic.name.namespace_name in broker.namespaces and any(s.durable for s in topic.subscriptions.values()):
+        trim_now(broker, topic)
+
+
+def trim(broker: Broker, topic: Topic, retention: tuple[int, int], now: int) -> int:
+    """Delete acknowledged entries beyond the retention limits; returns the last entry deleted (-1 if none).
+
+    As in Pulsar, acknowledged data goes once it is older than the retention time, or once the topic holds
+    more than the retention size; -1 for a limit means no limit, and entries still to be read stay. It goes a
+    whole closed ledger at a time (see :mod:`engine.ledgers`): the open ledger stays.
+    """
+    ledgers = topic.ledgers
+    ledgers.roll(topic.last_confirmed, now, broker.config.ledger_rollover)
+    # What could go at most, found cheaply first: most checks stop here, without asking the store.
+    upto = ledgers.deletable_upto(consumed_upto(topic))
+    if upto < ledgers.first_kept or upto < topic.first_entry_id():
+        return -1
+    minutes, megabytes = retention
+    limit = -1
+    if minutes == 0 or megabytes == 0:
+        limit = upto
+    else:
+        if minutes > 0:
+            limit = max(limit, topic.entry_at_time(now - minutes * 60_000) - 1)
+        if megabytes > 0:
+            over = topic.store.newest_over_size(topic.topic_id, topic.last_confirmed, megabytes * 1024 * 1024)
+            if over is not None:
+                limit = max(limit, over)
+    upto = ledgers.deletable_upto(min(upto, limit))
+    if upto < topic.first_entry_id():
+        return -1
+    ledgers.deleted_upto(upto)
+    topic.store.stage_trim(topic.topic_id, upto)
+    broker.after_commit(lambda _: broker.stats.storage.forget(topic.topic_id), None)
+    log.info("%s: retention %s deletes entries up to %d", topic.name, retention, upto)
+    return upto
+
+
 class PolicyEnforcer:
     """Applies message TTL, retention, the compaction threshold and backlog quotas to the loaded topics every
     ``interval`` seconds, and drops the non-persistent topics nobody used for that long."""
@@ -52,6 +104,7 @@ class PolicyEnforcer:
         self.broker = broker
         self.interval = interval
         self._call: Cancellable | None = None
+        broker.topic_loaded.append(functools.partial(trim_loaded, broker))
 
     def start(self) -> None:
         """Check now and then every ``interval`` seconds."""
@@ -82,7 +135,7 @@ class PolicyEnforcer:
             if ttl > 0:
                 for subscription in list(topic.subscriptions.values()):
                     subscription.expire_before(now - ttl * 1000)
-            self.trim(topic, namespaces.retention(name) or self.broker.config.default_retention, now)
+            trim(self.broker, topic, retention_of(self.broker, topic), now)
             threshold = namespaces.compaction_threshold(name)
             if threshold > 0:
                 compact_over(topic, threshold)
@@ -101,36 +154,3 @@ class PolicyEnforcer:
             elif now - topic.idle_since >= self.interval * 1000:
                 del self.broker.non_persistent[name]
                 log.info("%s: dropped after %d s without producers or subscriptions", name, self.interval)
-
-    def trim(self, topic: Topic, retention: tuple[int, int], now: int) -> int:
-        """Delete acknowledged entries beyond the retention limits; returns the last entry deleted (-1 if none).
-
-        As in Pulsar, acknowledged data goes once it is older than the retention time, or once the topic holds
-        more than the retention size; -1 for a limit means no limit, and entries still to be read stay. It goes a
-        whole closed ledger at a time (see :mod:`engine.ledgers`): the open ledger stays.
-        """
-        ledgers = topic.ledgers
-        ledgers.roll(topic.last_confirmed, now, self.broker.config.ledger_rollover)
-        # What could go at most, found cheaply first: most checks stop here, without asking the store.
-        upto = ledgers.deletable_upto(consumed_upto(topic))
-        if upto < ledgers.first_kept or upto < topic.first_entry_id():
-            return -1
-        minutes, megabytes = retention
-        limit = -1
-        if minutes == 0 or megabytes == 0:
-            limit = upto
-        else:
-            if minutes > 0:
-                limit = max(limit, topic.entry_at_time(now - minutes * 60_000) - 1)
-            if megabytes > 0:
-                over = topic.store.newest_over_size(topic.topic_id, topic.last_confirmed, megabytes * 1024 * 1024)
-                if over is not None:
-                    limit = max(limit, over)
-        upto = ledgers.deletable_upto(min(upto, limit))
-        if upto < topic.first_entry_id():
-            return -1
-        ledgers.deleted_upto(upto)
-        topic.store.stage_trim(topic.topic_id, upto)
-        self.broker.after_commit(lambda _: self.broker.stats.storage.forget(topic.topic_id), None)
-        log.info("%s: retention %s deletes entries up to %d", topic.name, retention, upto)
-        return upto

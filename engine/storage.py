@@ -36,8 +36,12 @@ class Storage(Protocol):
         ...
 
     def create_topic(self, name: str, created_ms: int) -> TopicRecord:
-        """Create the log of a topic partition, with its creation time (metadata kind ``TOPIC_CREATED``), in one
-        transaction: one sync of the disk per topic."""
+        """Create the log of a topic partition, with its creation time (metadata kind ``TOPIC_CREATED``): its ids
+        are handed out now, and the next group commit makes it durable."""
+        ...
+
+    def stage_topics(self, created: list[tuple[str, int, int, int]]) -> None:
+        """Stage again the creations of a commit that failed (``StagedWrites.topics``)."""
         ...
 
     def delete_topic(self, name: str, topic_id: int) -> None:

@@ -36,6 +36,9 @@ WAL_SIZE_LIMIT = 8 << 20
 #: Milliseconds a connection waits for another one's lock.
 BUSY_TIMEOUT_MS = 10_000
 
+#: Raises a counter to a value (never lowers it: values are handed out before their commit, see Store._hand_out).
+RAISE_COUNTER = "INSERT INTO counters VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)"
+
 #: Every topic partition's log lives in the table ``entries``, keyed by its topic id shifted left by this many bits
 #: plus the entry id: one B-tree for all topics, each topic a contiguous range of it. (A table per topic made every
 #: topic created cost more than the one before: SQLite reads its whole schema again after each change of it.)
@@ -106,11 +109,13 @@ class StagedWrites(NamedTuple):
     #: Coordinator log records ``(tc_id, txn, record)`` to add, then the transactions ``(tc_id, txn)`` to remove.
     txn_records: list[tuple[int, int, str]]
     txn_removals: list[tuple[int, int]]
+    #: Topic partitions created: ``(name, topic id, ledger id, creation time in epoch ms)``.
+    topics: list[tuple[str, int, int, int]]
 
     @classmethod
     def empty(cls) -> StagedWrites:
         """A staging area holding nothing."""
-        return cls(defaultdict(list), {}, {}, [], [], [])
+        return cls(defaultdict(list), {}, {}, [], [], [], [])
 
 
 class TopicRecord(NamedTuple):
@@ -151,6 +156,14 @@ class Store:
         # thread while this one keeps reading (WAL lets readers and one writer work side by side).
         self._writer = self._connect(path)
         self._staged = StagedWrites.empty()
+        #: The last value of each counter that :meth:`_hand_out` gave (a group commit then makes it durable).
+        self._handed_out: dict[str, int] = {}
+        #: Deletions committed outside the group commit (topics, schemas): counted on the engine's thread, and
+        #: caught up with by the writer, which gives their pages back after its next commit.
+        self._deletions_outside = 0
+        self._deletions_seen = 0
+        #: Whether free pages beyond one commit's share are left to give back (the writer's own).
+        self._pages_left = False
 
     @staticmethod
     def _connect(path: Path | str) -> sqlite3.Connection:
@@ -173,16 +186,21 @@ class Store:
     # -- counters and catalog: committed at once, they are rare ---------------------------------
 
     def next_value(self, name: str) -> int:
-        """Increment and return a durable counter (starting at 1)."""
+        """Increment and return a durable counter (starting at 1), committed at once; it counts the values
+        :meth:`create_topic` handed out and has not committed yet."""
         with _full_disk_named(), self._db:
             self._db.execute("BEGIN IMMEDIATE")
-            return self._increment(name)
+            value = max(self.counter(name), self._handed_out.get(name, 0)) + 1
+            self._db.execute(RAISE_COUNTER, (name, value))
+        if name in self._handed_out:
+            self._handed_out[name] = value
+        return value
 
-    def _increment(self, name: str) -> int:
-        """Increment a counter inside the caller's transaction; its new value."""
-        row = self._db.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
-        value = (row[0] if row else 0) + 1
-        self._db.execute("INSERT OR REPLACE INTO counters VALUES (?, ?)", (name, value))
+    def _hand_out(self, name: str) -> int:
+        """The next value of a counter, made durable by the next group commit (which stages raising it)."""
+        value = max(self._handed_out.get(name, 0), self.counter(name)) + 1
+        self._handed_out[name] = value
+        self._staged.ops.append((RAISE_COUNTER, (name, value)))
         return value
 
     def topics(self) -> dict[str, TopicRecord]:
@@ -191,21 +209,26 @@ class Store:
         return {name: TopicRecord(tid, lid) for name, tid, lid in rows}
 
     def create_topic(self, name: str, created_ms: int) -> TopicRecord:
-        """Create the log of a topic partition, with its creation time (metadata kind :data:`TOPIC_CREATED`), in one
-        transaction: one sync of the disk per topic."""
-        with _full_disk_named(), self._db:
-            self._db.execute("BEGIN IMMEDIATE")
-            topic_id = self._increment("topic_id")
-            ledger_id = self._increment("ledger_id")
-            self._db.execute("INSERT INTO topics VALUES (?, ?, ?)", (name, topic_id, ledger_id))
-            self._db.execute("INSERT OR REPLACE INTO metadata VALUES (?, ?, ?)", (TOPIC_CREATED, name, str(created_ms)))
-        return TopicRecord(topic_id, ledger_id)
+        """Create the log of a topic partition, with its creation time (metadata kind :data:`TOPIC_CREATED`): its
+        ids are handed out now, and the next group commit makes it durable (its disk sync is the commit's, on the
+        commit runner's thread, not the engine's)."""
+        record = TopicRecord(self._hand_out("topic_id"), self._hand_out("ledger_id"))
+        self._staged.topics.append((name, record.topic_id, record.ledger_id, created_ms))
+        return record
+
+    def stage_topics(self, created: list[tuple[str, int, int, int]]) -> None:
+        """Stage again the creations of a commit that failed (:attr:`StagedWrites.topics`)."""
+        for _, topic_id, ledger_id, _ in created:
+            self._staged.ops.append((RAISE_COUNTER, ("topic_id", topic_id)))
+            self._staged.ops.append((RAISE_COUNTER, ("ledger_id", ledger_id)))
+        self._staged.topics.extend(created)
 
     def delete_topic(self, name: str, topic_id: int) -> None:
         """Drop a topic partition's log, cursors and producer state."""
         for key in [k for k in self._staged.cursors if k[0] == topic_id]:
             del self._staged.cursors[key]
         self._staged.entries.pop(topic_id, None)
+        self._staged.topics[:] = [created for created in self._staged.topics if created[1] != topic_id]
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             if topic_id in self._own_tables:
@@ -221,6 +244,23 @@ class Store:
             self._db.execute("DELETE FROM pending_acks WHERE topic_id = ?", (topic_id,))
             self._db.execute("DELETE FROM compacted_entries WHERE topic_id = ?", (topic_id,))
             self._db.execute("DELETE FROM compactions WHERE topic_id = ?", (topic_id,))
+        self._deletions_outside += 1
+        # A group commit taken before this may not have run yet: what it writes of the topic (its creation, its
+        # entries) is deleted again by the next one.
+        table, base = self._log_table(topic_id)
+        self._staged.ops.extend(
+            [
+                ("DELETE FROM topics WHERE topic_id = ?", (topic_id,)),
+                ("DELETE FROM cursors WHERE topic_id = ?", (topic_id,)),
+                ("DELETE FROM producer_sequences WHERE topic_id = ?", (topic_id,)),
+                (f"DELETE FROM {table} WHERE entry_id BETWEEN ? AND ?", (base, base + MAX_ENTRY_ID)),
+                (
+                    "DELETE FROM metadata WHERE kind = ? AND name = ?"
+                    " AND NOT EXISTS (SELECT 1 FROM topics WHERE name = ?)",
+                    (TOPIC_CREATED, name, name),
+                ),
+            ]
+        )
 
     def partitioned_topics(self) -> dict[str, int]:
         """Partitioned topics and their partition counts."""
@@ -464,6 +504,7 @@ class Store:
         """Drop every schema version of a topic at once."""
         with self._db:
             self._db.execute("DELETE FROM schemas WHERE topic = ?", (topic,))
+        self._deletions_outside += 1
 
     # -- the group commit --------------------------------------------------------------------
 
@@ -485,11 +526,14 @@ class Store:
             self.write(staged)
 
     def write(self, staged: StagedWrites) -> None:
-        """Make taken writes durable in one transaction (may run on another thread, one call at a time)."""
+        """Make taken writes durable in one transaction (may run on another thread, one call at a time); then, if
+        it or a commit before it deleted something, give free pages back."""
         with _full_disk_named():
             _write(self._writer, staged, self._log_table)
-        if self._incremental:
-            _free_pages(self._writer)
+        outside = self._deletions_outside
+        if self._incremental and (self._pages_left or outside != self._deletions_seen or _deletes(staged)):
+            self._deletions_seen = outside
+            self._pages_left = _free_pages(self._writer)
 
 
 def _give_pages_back(db: sqlite3.Connection, path: Path | str) -> None:
@@ -517,14 +561,25 @@ def _give_pages_back(db: sqlite3.Connection, path: Path | str) -> None:
     log.info("%s: converted to auto_vacuum=INCREMENTAL (%d MiB)", path, size >> 20)
 
 
-def _free_pages(db: sqlite3.Connection) -> None:
-    """Give free pages beyond :data:`FREE_PAGES_KEPT` back to the file system, up to :data:`FREE_PAGES_PER_COMMIT`.
+def _deletes(staged: StagedWrites) -> bool:
+    """Whether staged writes delete rows (and so may leave free pages): trims, replaced compacted views, removed
+    cursors, coordinator log records and pending acks."""
+    return (
+        bool(staged.txn_removals)
+        or any(statement.startswith("DELETE") for statement, _ in staged.ops)
+        or any(state is None for state in staged.cursors.values())
+    )
+
+
+def _free_pages(db: sqlite3.Connection) -> bool:
+    """Give free pages beyond :data:`FREE_PAGES_KEPT` back to the file system, up to :data:`FREE_PAGES_PER_COMMIT`;
+    whether more are left to give back after the next commit.
 
     The commit before this succeeded whatever happens here: a failure is logged, and the pages stay free for reuse.
     """
     free = db.execute("PRAGMA freelist_count").fetchone()[0]
     if free <= FREE_PAGES_KEPT:
-        return
+        return False
     try:
         # One page per step, and Python's execute() steps once: executescript() steps to the end.
         db.executescript(f"PRAGMA incremental_vacuum({min(free, FREE_PAGES_PER_COMMIT)});")
@@ -534,15 +589,20 @@ def _free_pages(db: sqlite3.Connection) -> None:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     except sqlite3.Error as exc:
         log.warning("giving free pages back failed (%s); they stay free for reuse", exc)
+        return False
     finally:
         db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    return free - FREE_PAGES_PER_COMMIT > FREE_PAGES_KEPT
 
 
 def _write(db: sqlite3.Connection, staged: StagedWrites, log_table: Callable[[int], tuple[str, int]]) -> None:
     """One transaction of staged writes on ``db`` (``log_table`` names where a topic's entries go)."""
-    entries, cursors, sequences, ops, txn_records, txn_removals = staged
+    entries, cursors, sequences, ops, txn_records, txn_removals, topics = staged
     db.execute("BEGIN")
     try:
+        for name, topic_id, ledger_id, created_ms in topics:
+            db.execute("INSERT INTO topics VALUES (?, ?, ?)", (name, topic_id, ledger_id))
+            db.execute("INSERT OR REPLACE INTO metadata VALUES (?, ?, ?)", (TOPIC_CREATED, name, str(created_ms)))
         # The entries of all topics sharing the one table go in together: statements of many rows each, however
         # many topics the commit holds.
         shared: list[tuple[int, int, bytes]] = []

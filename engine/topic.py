@@ -307,8 +307,9 @@ class Topic(ProducerHost):
         #: When an entry last became durable since the topic was loaded (epoch ms; 0: none yet), as a ledger's
         #: last add time.
         self.last_add_ms = 0
-        #: The ledgers the entries would lie in (retention deletes whole closed ones).
-        self.ledgers = Ledgers(now_ms(self.clock))
+        #: The ledgers the entries would lie in (retention deletes whole closed ones); what is stored is in a closed
+        #: one, as loading a topic in Pulsar opens a new ledger.
+        self.ledgers = Ledgers(self.last_confirmed, now_ms(self.clock))
         #: The last entry of a terminated topic (no more publishes), else None.
         self.terminated: int | None = broker.terminated.get(name.full)
         self._cache = EntryCache(broker.entry_cache)
@@ -580,6 +581,10 @@ class Topic(ProducerHost):
                 first = self.first_entry_id()
             else:
                 first = self.read_limit + 1
+            if consumer.read_compacted and 0 <= first <= self.first_entry_id() and self.compaction.horizon >= 0:
+                # Retention may have deleted entries the compacted view still holds (it deletes what the compaction
+                # cursor consumed): a reader from the start reads the whole view, as Pulsar's compacted ledger.
+                first = 0
             subscription = self.parts.subscription(self, sub_name, sub_type, Cursor(first - 1), durable)
         elif not subscription.consumers:
             subscription.sub_type = sub_type

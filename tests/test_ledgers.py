@@ -12,17 +12,26 @@ from engine.store import Store
 MINUTE = 60_000
 
 
-def test_what_is_stored_when_a_topic_loads_is_in_the_open_ledger() -> None:
-    ledgers = Ledgers(now_ms=0)
-    assert ledgers.deletable_upto(100) == -1
-    ledgers.roll(last_entry=19, now_ms=1000, rollover=LedgerRollover(max_entries=50, min_minutes=0))
-    assert ledgers.deletable_upto(100) == -1
-    ledgers.roll(last_entry=19, now_ms=1000, rollover=LedgerRollover(max_entries=20, min_minutes=0))
+def test_what_is_stored_when_a_topic_loads_is_one_closed_ledger() -> None:
+    ledgers = Ledgers(last_entry=19, now_ms=0)
+    assert ledgers.deletable_upto(11) == -1  # acknowledged in part: it stays whole
     assert ledgers.deletable_upto(19) == 19
+    assert ledgers.spans(0, 21) == [(0, 19), (20, 21)]
+    assert Ledgers(last_entry=-1, now_ms=0).spans(0, -1) == [(0, -1)]
+
+
+def test_an_unload_closes_the_open_ledger_unless_it_is_empty() -> None:
+    ledgers = Ledgers(last_entry=-1, now_ms=0)
+    ledgers.reopen(last_entry=-1, now_ms=5)
+    assert (ledgers.closed_ends, ledgers.open_first) == ([], 0)
+    ledgers.reopen(last_entry=7, now_ms=10)
+    assert (ledgers.closed_ends, ledgers.open_first, ledgers.opened_ms) == ([7], 8, 10)
+    ledgers.deleted_upto(7)
+    assert ledgers.spans(8, 9) == [(8, 9)]
 
 
 def test_rollover_by_entries_without_a_minimum_time_splits_as_every_add_would() -> None:
-    ledgers = Ledgers(now_ms=0)
+    ledgers = Ledgers(last_entry=-1, now_ms=0)
     ledgers.roll(last_entry=21, now_ms=1000, rollover=LedgerRollover(max_entries=5, min_minutes=0))
     assert ledgers.closed_ends == [4, 9, 14, 19]
     assert ledgers.open_first == 20
@@ -33,7 +42,7 @@ def test_rollover_by_entries_without_a_minimum_time_splits_as_every_add_would() 
 
 def test_rollover_waits_for_the_minimum_time_then_closes_at_the_last_entry() -> None:
     rollover = LedgerRollover(max_entries=5, min_minutes=10, max_minutes=240)
-    ledgers = Ledgers(now_ms=0)
+    ledgers = Ledgers(last_entry=-1, now_ms=0)
     ledgers.roll(last_entry=11, now_ms=9 * MINUTE, rollover=rollover)
     assert ledgers.closed_ends == []
     ledgers.roll(last_entry=11, now_ms=10 * MINUTE, rollover=rollover)

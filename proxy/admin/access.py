@@ -199,6 +199,7 @@ RULES: dict[tuple[str, str], Rule] = {
     ("POST", TOPIC + "/terminate"): _topic("TERMINATE"),
     ("POST", TOPIC + "/terminate/partitions"): _topic("TERMINATE"),
     ("PUT", TOPIC + "/unload"): _topic("UNLOAD"),
+    ("POST", TOPIC + "/trim"): _topic("TRIM_TOPIC"),
     ("GET", TOPIC + "/examinemessage"): _topic("PEEK_MESSAGES"),
     ("GET", TOPIC + "/lastMessageId"): _topic("PEEK_MESSAGES"),
     ("GET", TOPIC + "/ledger/{ledger}/entry/{entry}"): _topic("PEEK_MESSAGES"),

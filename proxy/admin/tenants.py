@@ -539,7 +539,7 @@ def register(router: Router, ctx: AdminContext) -> None:
         namespace = require_namespace(call)
         for name in list(ctx.broker.topics):
             if ctx.broker.topics[name].name.namespace_name == namespace:
-                ctx.broker.topics[name].close()
+                ctx.broker.unload(ctx.broker.topics[name])
         return None
 
     # -- policies -----------------------------------------------------------------------------

@@ -370,6 +370,24 @@ def internal_stats(stats: BrokerStats, topic: Topic) -> dict[str, Any]:
     entries, size = stats.storage.of(topic)
     state = "Terminated" if topic.terminated is not None else "LedgerOpened"
     out = ledger_internal_stats(topic.ledger_id, entries, size, topic.last_confirmed, state)
+    # The would-be ledgers of engine.ledgers (retention deletes closed ones whole), the open one last; message ids
+    # keep the topic's one ledger id, so each shows it.
+    spans = topic.ledgers.spans(topic.first_entry_id(), topic.last_confirmed)
+    if len(spans) > 1:
+        ledgers = []
+        for first, last in spans:
+            count, span_size = (0, 0) if last < first else topic.store.entries_size(topic.topic_id, first - 1, last)
+            ledgers.append(
+                {
+                    "ledgerId": topic.ledger_id,
+                    "entries": count,
+                    "size": span_size,
+                    "offloaded": False,
+                    "underReplicated": False,
+                }
+            )
+        out["ledgers"] = ledgers
+        out["currentLedgerEntries"], out["currentLedgerSize"] = ledgers[-1]["entries"], ledgers[-1]["size"]
     out["entriesAddedCounter"] = topic.next_entry_id
     out["lastLedgerCreatedTimestamp"] = pulsar_time(stats.started_ms)
     out["pendingAddEntriesCount"] = topic.next_entry_id - 1 - topic.last_confirmed

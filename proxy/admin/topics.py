@@ -17,6 +17,7 @@ from engine.entry import Entry
 from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.non_persistent import NonPersistentTopic
+from engine.policy_enforcer import trim_now
 from engine.subscription import Subscription
 from engine.topic import Topic
 from proxy.admin.bodies import as_int, bean, string_map, unreadable
@@ -401,8 +402,15 @@ def register(router: Router, ctx: AdminContext) -> None:
     @router.route("PUT", T + "/unload")
     def unload(call: Call) -> Any:
         for topic in _targets(ctx, parse_topic(call)):
-            topic.close()
+            broker.unload(topic)
         return None
+
+    @router.route("POST", T + "/trim")
+    def trim(call: Call) -> Any:
+        # As Pulsar's trimTopic: the closed ledgers retention lets go are deleted now, not at the next check.
+        for topic in _targets(ctx, parse_topic(call)):
+            trim_now(broker, topic)
+        return absent_reply()
 
     # -- stats ------------------------------------------------------------------------------------
 

@@ -61,7 +61,6 @@ UNSUPPORTED: list[tuple[str, str, str]] = [
     ("GET", T + "/offload", _OFFLOAD),
     ("PUT", T + "/offload", _OFFLOAD),
     ("DELETE", T + "/truncate", "Truncating deletes ledgers a topic rolled over; a topic here has one ledger"),
-    ("POST", T + "/trim", "Trimming deletes ledgers a topic rolled over; a topic here has one ledger"),
     ("GET", T + "/backlog", "The offline backlog estimate reads a topic's ledgers without loading it"),
     ("PUT", T + "/backlogSize", "Resetting the backlog size estimate (of an offloaded topic) does not apply here"),
     ("GET", T + "/getMessageIdByIndex", "Broker entry metadata (message indexes) is not kept"),

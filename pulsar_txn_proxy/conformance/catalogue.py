@@ -86,6 +86,12 @@ AREAS: tuple[Area, ...] = (
     ),
     Area("backlog_quota", "backlog quotas", PULSAR_DOCS + "cookbooks-retention-expiry/#backlog-quotas", ("admin",)),
     Area("topic_policies", "topic policies: set, read, applied", PULSAR_DOCS + "admin-api-topics/", ("admin",)),
+    Area(
+        "retention",
+        "retention: acknowledged data kept or deleted, through trims and unloads",
+        PULSAR_DOCS + "cookbooks-retention-expiry/#retention-policies",
+        ("admin",),
+    ),
     Area("compaction", "topic compaction", PULSAR_DOCS + "concepts-topic-compaction/", ("admin", "compaction")),
     Area(
         "response_fields",
