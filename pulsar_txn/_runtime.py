@@ -132,6 +132,10 @@ class Runtime:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._woken = False
+        #: Whether the I/O thread is between a wake-up and its next write of every link's output (read and written
+        #: with the lock held, but for the I/O thread setting it on waking): then a user thread leaves what it queued
+        #: to it rather than writing itself (a write releases the GIL, which the busy I/O thread then holds).
+        self._io_active = False
         #: When the I/O thread will wake at the latest (the lock held to read or write it).
         self._planned = 0.0
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
@@ -165,7 +169,7 @@ class Runtime:
 
     def wake(self) -> None:
         """Have the I/O thread write what the cores queued."""
-        if not self._woken:
+        if not self._woken and not self._io_active:
             self._woken = True
             with contextlib.suppress(OSError):
                 self._wake_w.send(b"x")
@@ -173,7 +177,9 @@ class Runtime:
     def kick(self, *cores: ProducerCore | ConsumerCore) -> None:
         """Write what ``cores`` queued now (the lock held), from the calling thread: a send costs no hop through the
         I/O thread. The I/O thread is woken only for what could not be written or for a timer due earlier than it
-        planned to wake."""
+        planned to wake; while it is awake, it writes what was queued before it waits again."""
+        if self._io_active:
+            return
         wake = False
         for core in cores:
             conn = core.conn
@@ -393,7 +399,9 @@ class Runtime:
                 tls_pending = any(
                     isinstance(link.sock, ssl.SSLSocket) and link.sock.pending() for link in self._links.values()
                 )
+                self._io_active = False
             ready = self._selector.select(0 if tls_pending else timeout)
+            self._io_active = True
             with self.lock:
                 now = self.now()
                 readable = {key.data for key, mask in ready if key.data is not None and mask & selectors.EVENT_READ}
@@ -403,6 +411,8 @@ class Runtime:
                             pass
                     self._woken = False
                 for link in list(self._links.values()):
+                    if link.core.has_output:  # what user threads left to this thread since it woke
+                        self._transmit(link)
                     if link in readable or (isinstance(link.sock, ssl.SSLSocket) and link.sock.pending()):
                         self._read(link, now)
                     link.core.handle_timeout(now)
