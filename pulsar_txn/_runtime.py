@@ -39,6 +39,7 @@ from pulsar_txn.exceptions import (
     RETRYABLE,
     AlreadyClosed,
     ConnectError,
+    ProducerBlockedQuotaExceededException,
     PulsarException,
     Timeout,
     TopicNotFound,
@@ -141,6 +142,9 @@ class Runtime:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._callbacks: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._reconnects: queue.SimpleQueue[ProducerCore | ConsumerCore | None] = queue.SimpleQueue()
+        #: Producers whose registration was lost, until they register again: the I/O thread runs their timers (their
+        #: sends time out at ``send_timeout_millis`` while the reconnections are refused or slow).
+        self._detached: set[ProducerCore] = set()
         #: Called (under the lock) when a consumer core (by ``id``) queued messages: the asyncio shell's wake-ups.
         self.ready_hooks: dict[int, Callable[[], None]] = {}
         self._next_id = 0
@@ -358,6 +362,7 @@ class Runtime:
             if core.closed:
                 return
             core.attach(link.core, producer_id, response, self.now())
+            self._detached.discard(core)
             self.kick(core)
 
     def register_consumer(self, core: ConsumerCore) -> None:
@@ -387,6 +392,7 @@ class Runtime:
                     break
                 now = self.now()
                 due = [t for link in self._links.values() if (t := link.core.poll_timeout()) is not None]
+                due += [t for core in self._detached if (t := core.poll_timeout()) is not None]
                 timeout = max(0.0, min([*due, now + 1.0]) - now)
                 self._planned = now + timeout
                 for link in self._links.values():
@@ -420,6 +426,12 @@ class Runtime:
                     self._transmit(link)
                     if link.core.state is ConnectionState.CLOSED and not link.out:
                         self._drop(link)
+                for core in list(self._detached):
+                    if core.closed or core.conn is not None:
+                        self._detached.discard(core)
+                        continue
+                    core.handle_timeout(now)  # a batch due is queued to wait for the registration
+                    self._complete(core.expire(now))
                 self.cond.notify_all()
         for link in list(self._links.values()):
             self._drop(link)
@@ -476,6 +488,8 @@ class Runtime:
                     self._results[key] = event
             elif isinstance(event, HandleClosed):
                 if not event.handle.closed and not self.closed:
+                    if isinstance(event.handle, ProducerCore):
+                        self._detached.add(event.handle)
                     self._reconnects.put(event.handle)
             elif isinstance(event, Closed):
                 log.info("connection to %s closed: %s", link.core.url, event.error)
@@ -486,6 +500,18 @@ class Runtime:
             elif isinstance(event, Connected):
                 pass
         self.cond.notify_all()
+
+    def _complete(self, events: list[SendDone]) -> None:
+        """Hand the outcomes of sends that failed outside a connection to their waiters and callbacks (the lock
+        held)."""
+        for event in events:
+            token = event.token
+            if isinstance(token, Waiter):
+                token.done, token.error = True, event.error
+            elif token is not None:
+                self._callbacks.put(lambda t=token, e=event.error: t(None, e))
+        if events:
+            self.cond.notify_all()
 
     def call_back(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` on the callback thread."""
@@ -523,12 +549,11 @@ class Runtime:
                     log.info("registering again on %s failed (%s); retrying in %.1f s", core.topic, exc, delay)
                     if isinstance(core, ProducerCore):
                         with self.lock:
-                            for event in core.expire(self.now()):
-                                if isinstance(event.token, Waiter):
-                                    event.token.done, event.token.error = True, event.error
-                                elif event.token is not None:
-                                    self._callbacks.put(lambda t=event.token, e=event.error: t(None, e))
-                            self.cond.notify_all()
+                            if isinstance(exc, ProducerBlockedQuotaExceededException):
+                                # As the official clients: the backlog quota's exception policy fails what waits.
+                                self._complete(core.fail_pending(exc))
+                            else:
+                                self._complete(core.expire(self.now()))
                     time.sleep(delay)
                     delay = min(delay * 2, 2.0)
 

@@ -700,6 +700,61 @@ def test_batch_index_acknowledgements(run: Run) -> Outcome:
     return _both(run, _batch_index_acks)
 
 
+def _held_send(run: Run, pulsar: ModuleType, label: str, policy: str, send_timeout: int) -> Outcome:
+    namespace, _ = run.namespace(f"held-{label}-{policy.rsplit('_', 1)[-1]}")
+    path = f"/admin/v2/namespaces/{namespace}/backlogQuota?backlogQuotaType=destination_storage"
+    run.admin("POST", path, {"limitSize": 2048, "policy": policy})
+    topic = f"persistent://{namespace}/t"
+    client = _client(run, pulsar)
+    consumer = client.subscribe(topic, "slow")
+    producer = client.create_producer(topic, send_timeout_millis=send_timeout, batching_enabled=False)
+    for _ in range(20):
+        producer.send(b"x" * 200)
+    case: dict[str, Any] = {"check": run.admin("GET", "/admin/v2/brokers/backlog-quota-check").status}
+    time.sleep(1)  # the broker closed the producer; its reconnections are refused
+    results: list[str] = []
+    producer.send_async(b"async", lambda res, mid: results.append(str(res).rsplit(".", 1)[-1]))
+    began = time.monotonic()
+    case["send"] = _error(lambda: producer.send(b"held"))
+    waited, seconds = time.monotonic() - began, send_timeout / 1000
+    case["failed"] = (
+        "before the send timeout" if waited < seconds - 0.2
+        else "at the send timeout" if waited < seconds + 1.5 else "well after the send timeout"
+    )
+    deadline = time.monotonic() + 5
+    while not results and time.monotonic() < deadline:
+        time.sleep(0.05)
+    case["async"] = results
+    case["connected_while_held"] = producer.is_connected()
+    received = _drain(pulsar, consumer, 1000)
+    consumer.acknowledge_cumulative(received[-1])  # no backlog: the next reconnection is accepted
+    deadline, sent = time.monotonic() + 30, "not sent"
+    while sent != "ok" and time.monotonic() < deadline:
+        sent = _error(lambda: producer.send(b"after"))
+    case["after"] = sent
+    case["received"] = [t for t in _texts(received) + _texts(_drain(pulsar, consumer, 1000)) if "x" not in t]
+    return case
+
+
+def _held_sends(run: Run, pulsar: ModuleType, label: str) -> Outcome:
+    # The hold policy refuses the producer's reconnections with a retryable error: its sends stay queued until
+    # send_timeout_millis. The exception policy fails them when a reconnection is refused (before that timeout).
+    return {
+        policy: _held_send(run, pulsar, label, policy, send_timeout)
+        for policy, send_timeout in (("producer_request_hold", 2000), ("producer_exception", 15000))
+    }
+
+
+@scenario
+def test_send_timeouts_while_a_backlog_quota_holds_the_producer(run: Run) -> Outcome:
+    """send_timeout_millis: a backlog over its quota gets the producer closed by the quota check
+    (``brokers/backlog-quota-check``) and its reconnections refused; with ``producer_request_hold`` a send (and a
+    send_async) waiting for the reconnection fails with Timeout at the send timeout, with ``producer_exception`` it
+    fails with ProducerBlockedQuotaExceededException when a reconnection is refused; once the backlog is
+    acknowledged the producer sends again. Nothing that failed was stored."""
+    return _both(run, _held_sends)
+
+
 # -- transactions: pulsar_txn, compared with what Pulsar gives the Java client ----------------------
 
 
