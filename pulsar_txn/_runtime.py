@@ -199,6 +199,22 @@ class Runtime:
         if wake:
             self.wake()
 
+    def pump(self, core: ConsumerCore) -> None:
+        """Read what the broker already sent to ``core``'s connection, from the calling thread (the lock held): a
+        consuming thread that keeps the GIL busy would otherwise leave the data in the socket until the I/O thread wins
+        the GIL back (up to the interpreter's switch interval, 5 ms), and then wait on an empty queue. Nothing to do
+        while the I/O thread is awake: it reads before it waits again."""
+        conn = core.conn
+        if self._io_active or conn is None:
+            return
+        link = conn.owner
+        if link is None or link.core.state is ConnectionState.CLOSED:
+            return
+        self._read(link, self.now())
+        self._dispatch(link)
+        if link.core.has_output:
+            self._send_now(link)
+
     def _send_now(self, link: Link) -> None:
         self._transmit(link)
         if link.out:

@@ -55,6 +55,10 @@ T = BaseCommand
 log = logging.getLogger("pulsar_txn")
 #: The system topic whose partitions stand for the transaction coordinators.
 COORDINATOR_ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
+#: A receiving thread reads its connection itself (:meth:`Runtime.pump`) once every this many messages (a power of two)
+#: while the queue is below half full, the part the broker refills after the FLOW sent at half.
+_PUMP_EVERY = 64
+_PUMP_EVERY_MASK = _PUMP_EVERY - 1
 #: Subscription types whose dispatcher redelivers single messages (no cursor rewind).
 _SHARED = (ConsumerType.Shared, ConsumerType.KeyShared)
 #: From this protocol version a client greets each coordinator with TC_CLIENT_CONNECT.
@@ -442,6 +446,9 @@ class Consumer:
                     conn = core.conn
                     if conn is not None and conn._out:  # permits to give back
                         rt.kick(core)
+                    left = len(core.incoming)
+                    if left & _PUMP_EVERY_MASK == 0 and left < core.flow_at:  # the queue runs low: refill it
+                        rt.pump(core)
                     return message  # type: ignore[return-value]  # the core's message_type is Message
             else:
                 message = self._take()
