@@ -196,7 +196,13 @@ class ConsumerGroup:
 
     def _check_key_shared(self, consumer: Consumer, sticky: bool) -> None:
         if self.consumers and sticky != self.sticky_mode:
-            raise BrokerError(ServerError.ConsumerAssignError, "Key_Shared mode differs from the subscription's")
+            # Pulsar's answer (SubscriptionBusyException): ConsumerBusy, naming both modes.
+            modes = {True: "STICKY", False: "AUTO_SPLIT"}
+            raise BrokerError(
+                ServerError.ConsumerBusy,
+                f"Subscription is of different type. Active subscription key_shared mode of '{modes[self.sticky_mode]}'"
+                f" is different than the connecting consumer's key_shared mode '{modes[sticky]}'.",
+            )
         if not sticky:
             return
         if not consumer.hash_ranges:

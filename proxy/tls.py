@@ -2,38 +2,29 @@
 
 :func:`server_options` reads the PEM files of the settings once, at start-up: the server's certificate (with its
 chain) and key, and the CAs client certificates must chain to. A client certificate is asked for and, when one
-is sent, verified against those CAs. As Pulsar's broker (Java's TLS with client authentication "wanted"), a
-certificate that does not verify does not fail the handshake: the connection goes on as if it had sent none
-(:func:`verified_peer_certificate`), so the ``tls`` provider refuses it. With ``tls-require-trusted-client-cert`` a
-client without a trusted certificate fails the handshake. Anything unreadable is a SettingsError.
+is sent, verified against those CAs: one that does not verify fails the handshake with an alert, as Pulsar 4.2.4's
+broker ends it (TLS 1.2) or the session right after it (TLS 1.3; the client learns it at its first read) with an
+alert, so the clients retry as after a lost connection (conformance scenario
+``authentication.raw_untrusted_client_certificate``; OpenSSL's alert says ``unknown_ca`` where Pulsar's says
+``internal_error``). The certificate request names the trusted CAs. A client that sends no certificate goes on,
+and the ``tls`` provider refuses its CONNECT. With
+``tls-require-trusted-client-cert`` a client without a trusted certificate fails the handshake too. Anything
+unreadable is a SettingsError.
 """
 
 from __future__ import annotations
 
-import weakref
 from pathlib import Path
 from typing import Any
 
 from proxy.config import Settings, SettingsError
 
-#: TLS connections (pyOpenSSL ``Connection``) whose client certificate did not verify.
-_UNVERIFIED: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def _accept_unverified(connection: Any, certificate: Any, errno: int, depth: int, ok: int) -> bool:
-    """Verify callback of a port that does not require a trusted client certificate: note a failure, go on."""
-    if not ok:
-        _UNVERIFIED.add(connection)
-    return True
-
 
 def verified_peer_certificate(transport: Any) -> Any:
-    """The client certificate of a TLS transport if it verified (a pyOpenSSL X509); None otherwise, and on a plain
-    transport."""
+    """The client certificate of a TLS transport (a pyOpenSSL X509: it verified, else the handshake failed); None
+    without one, and on a plain transport."""
     getter = getattr(transport, "getPeerCertificate", None)
-    if getter is None or transport.getHandle() in _UNVERIFIED:
-        return None
-    return getter()
+    return None if getter is None else getter()
 
 
 def tls_wanted(settings: Settings) -> bool:
@@ -94,8 +85,10 @@ def server_options(settings: Settings) -> Any:
         context = options.getContext()  # built now, so that a key not matching the certificate fails start-up
     except (ValueError, TypeError, SSL.Error) as exc:
         raise SettingsError(f"tls-cert-file / tls-key-file: cannot be used together: {exc}") from None
-    if trusted and not settings.tls_require_trusted_client_cert:
-        context.set_verify(SSL.VERIFY_PEER, _accept_unverified)
+    for certificate in trusted:
+        # The certificate request names the trusted CAs, as Pulsar's does: a client that picks its certificate by
+        # them (the Java client) then sends none rather than another CA's, and its CONNECT is refused.
+        context.add_client_ca(certificate)
     return options
 
 

@@ -39,6 +39,7 @@ from pulsar_txn.exceptions import (
     RETRYABLE,
     AlreadyClosed,
     ConnectError,
+    ProducerBlockedQuotaExceededException,
     PulsarException,
     Timeout,
     TopicNotFound,
@@ -132,11 +133,18 @@ class Runtime:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._woken = False
+        #: Whether the I/O thread is between a wake-up and its next write of every link's output (read and written
+        #: with the lock held, but for the I/O thread setting it on waking): then a user thread leaves what it queued
+        #: to it rather than writing itself (a write releases the GIL, which the busy I/O thread then holds).
+        self._io_active = False
         #: When the I/O thread will wake at the latest (the lock held to read or write it).
         self._planned = 0.0
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._callbacks: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._reconnects: queue.SimpleQueue[ProducerCore | ConsumerCore | None] = queue.SimpleQueue()
+        #: Producers whose registration was lost, until they register again: the I/O thread runs their timers (their
+        #: sends time out at ``send_timeout_millis`` while the reconnections are refused or slow).
+        self._detached: set[ProducerCore] = set()
         #: Called (under the lock) when a consumer core (by ``id``) queued messages: the asyncio shell's wake-ups.
         self.ready_hooks: dict[int, Callable[[], None]] = {}
         self._next_id = 0
@@ -165,7 +173,7 @@ class Runtime:
 
     def wake(self) -> None:
         """Have the I/O thread write what the cores queued."""
-        if not self._woken:
+        if not self._woken and not self._io_active:
             self._woken = True
             with contextlib.suppress(OSError):
                 self._wake_w.send(b"x")
@@ -173,7 +181,9 @@ class Runtime:
     def kick(self, *cores: ProducerCore | ConsumerCore) -> None:
         """Write what ``cores`` queued now (the lock held), from the calling thread: a send costs no hop through the
         I/O thread. The I/O thread is woken only for what could not be written or for a timer due earlier than it
-        planned to wake."""
+        planned to wake; while it is awake, it writes what was queued before it waits again."""
+        if self._io_active:
+            return
         wake = False
         for core in cores:
             conn = core.conn
@@ -188,6 +198,22 @@ class Runtime:
                 wake = True
         if wake:
             self.wake()
+
+    def pump(self, core: ConsumerCore) -> None:
+        """Read what the broker already sent to ``core``'s connection, from the calling thread (the lock held): a
+        consuming thread that keeps the GIL busy would otherwise leave the data in the socket until the I/O thread wins
+        the GIL back (up to the interpreter's switch interval, 5 ms), and then wait on an empty queue. Nothing to do
+        while the I/O thread is awake: it reads before it waits again."""
+        conn = core.conn
+        if self._io_active or conn is None:
+            return
+        link = conn.owner
+        if link is None or link.core.state is ConnectionState.CLOSED:
+            return
+        self._read(link, self.now())
+        self._dispatch(link)
+        if link.core.has_output:
+            self._send_now(link)
 
     def _send_now(self, link: Link) -> None:
         self._transmit(link)
@@ -352,6 +378,7 @@ class Runtime:
             if core.closed:
                 return
             core.attach(link.core, producer_id, response, self.now())
+            self._detached.discard(core)
             self.kick(core)
 
     def register_consumer(self, core: ConsumerCore) -> None:
@@ -381,6 +408,7 @@ class Runtime:
                     break
                 now = self.now()
                 due = [t for link in self._links.values() if (t := link.core.poll_timeout()) is not None]
+                due += [t for core in self._detached if (t := core.poll_timeout()) is not None]
                 timeout = max(0.0, min([*due, now + 1.0]) - now)
                 self._planned = now + timeout
                 for link in self._links.values():
@@ -393,7 +421,9 @@ class Runtime:
                 tls_pending = any(
                     isinstance(link.sock, ssl.SSLSocket) and link.sock.pending() for link in self._links.values()
                 )
+                self._io_active = False
             ready = self._selector.select(0 if tls_pending else timeout)
+            self._io_active = True
             with self.lock:
                 now = self.now()
                 readable = {key.data for key, mask in ready if key.data is not None and mask & selectors.EVENT_READ}
@@ -403,6 +433,8 @@ class Runtime:
                             pass
                     self._woken = False
                 for link in list(self._links.values()):
+                    if link.core.has_output:  # what user threads left to this thread since it woke
+                        self._transmit(link)
                     if link in readable or (isinstance(link.sock, ssl.SSLSocket) and link.sock.pending()):
                         self._read(link, now)
                     link.core.handle_timeout(now)
@@ -410,6 +442,12 @@ class Runtime:
                     self._transmit(link)
                     if link.core.state is ConnectionState.CLOSED and not link.out:
                         self._drop(link)
+                for core in list(self._detached):
+                    if core.closed or core.conn is not None:
+                        self._detached.discard(core)
+                        continue
+                    core.handle_timeout(now)  # a batch due is queued to wait for the registration
+                    self._complete(core.expire(now))
                 self.cond.notify_all()
         for link in list(self._links.values()):
             self._drop(link)
@@ -466,6 +504,8 @@ class Runtime:
                     self._results[key] = event
             elif isinstance(event, HandleClosed):
                 if not event.handle.closed and not self.closed:
+                    if isinstance(event.handle, ProducerCore):
+                        self._detached.add(event.handle)
                     self._reconnects.put(event.handle)
             elif isinstance(event, Closed):
                 log.info("connection to %s closed: %s", link.core.url, event.error)
@@ -476,6 +516,18 @@ class Runtime:
             elif isinstance(event, Connected):
                 pass
         self.cond.notify_all()
+
+    def _complete(self, events: list[SendDone]) -> None:
+        """Hand the outcomes of sends that failed outside a connection to their waiters and callbacks (the lock
+        held)."""
+        for event in events:
+            token = event.token
+            if isinstance(token, Waiter):
+                token.done, token.error = True, event.error
+            elif token is not None:
+                self._callbacks.put(lambda t=token, e=event.error: t(None, e))
+        if events:
+            self.cond.notify_all()
 
     def call_back(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` on the callback thread."""
@@ -513,12 +565,11 @@ class Runtime:
                     log.info("registering again on %s failed (%s); retrying in %.1f s", core.topic, exc, delay)
                     if isinstance(core, ProducerCore):
                         with self.lock:
-                            for event in core.expire(self.now()):
-                                if isinstance(event.token, Waiter):
-                                    event.token.done, event.token.error = True, event.error
-                                elif event.token is not None:
-                                    self._callbacks.put(lambda t=event.token, e=event.error: t(None, e))
-                            self.cond.notify_all()
+                            if isinstance(exc, ProducerBlockedQuotaExceededException):
+                                # As the official clients: the backlog quota's exception policy fails what waits.
+                                self._complete(core.fail_pending(exc))
+                            else:
+                                self._complete(core.expire(self.now()))
                     time.sleep(delay)
                     delay = min(delay * 2, 2.0)
 

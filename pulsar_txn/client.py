@@ -55,10 +55,16 @@ T = BaseCommand
 log = logging.getLogger("pulsar_txn")
 #: The system topic whose partitions stand for the transaction coordinators.
 COORDINATOR_ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
+#: A receiving thread reads its connection itself (:meth:`Runtime.pump`) once every this many messages (a power of two)
+#: while the queue is below half full, the part the broker refills after the FLOW sent at half.
+_PUMP_EVERY = 64
+_PUMP_EVERY_MASK = _PUMP_EVERY - 1
 #: Subscription types whose dispatcher redelivers single messages (no cursor rewind).
 _SHARED = (ConsumerType.Shared, ConsumerType.KeyShared)
 #: From this protocol version a client greets each coordinator with TC_CLIENT_CONNECT.
 TC_CONNECT_PROTOCOL_VERSION = 19
+#: The last hash of a Key_Shared sticky range (hashes are 0..65535).
+HASH_RANGE_MAX = 65535
 
 
 def java_string_hash(key: str) -> int:
@@ -440,6 +446,9 @@ class Consumer:
                     conn = core.conn
                     if conn is not None and conn._out:  # permits to give back
                         rt.kick(core)
+                    left = len(core.incoming)
+                    if left & _PUMP_EVERY_MASK == 0 and left < core.flow_at:  # the queue runs low: refill it
+                        rt.pump(core)
                     return message  # type: ignore[return-value]  # the core's message_type is Message
             else:
                 message = self._take()
@@ -964,7 +973,7 @@ class Client:
         )
         if batch_receive_policy is not None:
             config.batch_receive_policy = batch_receive_policy.policy()
-        if key_shared_policy is not None:
+        if key_shared_policy is not None and consumer_type == ConsumerType.KeyShared:
             config.key_shared_meta = key_shared_policy.meta()
         consumer = self._consumer(shown, topics, schema, config)
         if isinstance(topic, re.Pattern) and pattern_auto_discovery_period > 0:
@@ -1262,8 +1271,9 @@ BatchReceivePolicy = ConsumerBatchReceivePolicy
 
 
 class ConsumerKeySharedPolicy:
-    """Key_Shared options: ``key_shared_mode`` (AutoSplit or Sticky with ``sticky_ranges``) and
-    ``allow_out_of_order_delivery``."""
+    """Key_Shared options: ``key_shared_mode`` (AutoSplit, or Sticky with ``sticky_ranges``: inclusive hash ranges
+    in 0..65535 this consumer owns) and ``allow_out_of_order_delivery``. As the official client's, Sticky without
+    ranges, an empty list of ranges, a range outside 0..65535 and overlapping ranges raise ``ValueError``."""
 
     def __init__(
         self,
@@ -1273,21 +1283,39 @@ class ConsumerKeySharedPolicy:
     ) -> None:
         from pulsar_txn.enums import KeySharedMode
 
-        self._mode = KeySharedMode.AutoSplit if key_shared_mode is None else key_shared_mode
+        mode = KeySharedMode.AutoSplit if key_shared_mode is None else key_shared_mode
+        if mode == KeySharedMode.Sticky and sticky_ranges is None:
+            raise ValueError("When using key_shared_mode = KeySharedMode.Sticky you must also provide sticky_ranges")
+        ranges = [(int(start), int(end)) for start, end in sticky_ranges or ()]
+        if sticky_ranges is not None:
+            if not ranges:
+                raise ValueError("Ranges for KeyShared policy must not be empty.")
+            if any(start < 0 or end > HASH_RANGE_MAX for start, end in ranges):
+                raise ValueError(f"KeySharedPolicy Exception: Ranges must be [0, {HASH_RANGE_MAX}].")
+            for i, (start, end) in enumerate(ranges):
+                if any(start <= other_end and other_start <= end for other_start, other_end in ranges[i + 1 :]):
+                    raise ValueError("Ranges for KeyShared policy with overlap.")
+        self._mode = mode
         self._out_of_order = allow_out_of_order_delivery
-        self._ranges = sticky_ranges or []
+        self._ranges = ranges
 
+    @property
     def key_shared_mode(self) -> Any:
         return self._mode
 
+    @property
     def allow_out_of_order_delivery(self) -> bool:
         return self._out_of_order
 
+    @property
     def sticky_ranges(self) -> list[tuple[int, int]]:
-        return self._ranges
+        return list(self._ranges)
 
     def meta(self) -> dict[str, Any]:
+        """The SUBSCRIBE command's ``keySharedMeta``: the ranges travel in Sticky mode only."""
+        from pulsar_txn.enums import KeySharedMode
+
         meta: dict[str, Any] = {"keySharedMode": int(self._mode), "allowOutOfOrderDelivery": self._out_of_order}
-        if self._ranges:
-            meta["hashRanges"] = [{"start": s, "end": e} for s, e in self._ranges]
+        if self._mode == KeySharedMode.Sticky:
+            meta["hashRanges"] = [{"start": start, "end": end} for start, end in self._ranges]
         return meta

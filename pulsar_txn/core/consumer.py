@@ -374,6 +374,11 @@ class ConsumerCore:
             self.conn.send(make(T.FLOW, consumer_id=self.consumer_id, messagePermits=self._to_flow))
             self._to_flow = 0
 
+    @property
+    def flow_at(self) -> int:
+        """Permits go back to the broker once this many messages left the queue (half the queue)."""
+        return self._flow_at
+
     def take(self) -> ReceivedMessage | None:
         """The next queued message (its permit goes back), or None."""
         incoming = self.incoming

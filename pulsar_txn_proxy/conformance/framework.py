@@ -51,6 +51,14 @@ KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
         ),
         "txn6_commit_error": "follows from txn6_ack_first: a transaction with a failed ack cannot commit",
     },
+    "authentication.raw_untrusted_client_certificate": {
+        "alert_descriptions": (
+            "a client certificate that does not verify ends the TLS handshake (1.2) or the session after it (1.3) "
+            "with an alert on both; Pulsar's (netty's OpenSSL engine, its trust manager throwing) says "
+            "internal_error, this endpoint's (OpenSSL's verification through pyOpenSSL, which cannot choose the "
+            "alert) unknown_ca. Clients see a failed connection either way and retry it"
+        )
+    },
     "admin_bodies.unserved_route_bodies": {
         key: (
             "not served here: these admin routes answer 501 with a reason (proxy/admin/unsupported.py; README, Ro"

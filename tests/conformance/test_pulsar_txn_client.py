@@ -305,6 +305,73 @@ def test_failover_and_key_shared_subscriptions(run: Run) -> Outcome:
     return _both(run, _failover_and_key_shared)
 
 
+def _policy_made(pulsar: ModuleType, *args: Any) -> Any:
+    try:
+        made = pulsar.ConsumerKeySharedPolicy(*args)
+    except Exception as exc:
+        return type(exc).__name__
+    return [made.key_shared_mode.name, made.allow_out_of_order_delivery, [list(r) for r in made.sticky_ranges]]
+
+
+def _sticky_key_shared(run: Run, pulsar: ModuleType, label: str) -> Outcome:
+    policy, sticky = pulsar.ConsumerKeySharedPolicy, pulsar.KeySharedMode.Sticky
+    policies = {
+        "sticky": _policy_made(pulsar, sticky, True, [(0, 99), (200, 299)]),
+        "sticky_without_ranges": _policy_made(pulsar, sticky),
+        "empty_ranges": _policy_made(pulsar, sticky, False, []),
+        "out_of_bounds": _policy_made(pulsar, sticky, False, [(0, 65536)]),
+        "overlapping": _policy_made(pulsar, sticky, False, [(0, 100), (10, 20)]),
+        "touching": _policy_made(pulsar, sticky, False, [(5, 10), (0, 5)]),
+        "auto_split_with_ranges": _policy_made(pulsar, pulsar.KeySharedMode.AutoSplit, False, [(0, 10)]),
+    }
+    client = _client(run, pulsar)
+    topic = run.topic(f"sticky-{label}")
+
+    def subscribe(name: str, mode: Any, ranges: list[tuple[int, int]] | None) -> Any:
+        return client.subscribe(topic, "k", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name=name,
+                                key_shared_policy=policy(mode, False, ranges))
+
+    low = subscribe("low", sticky, [(0, 32767)])
+    high = subscribe("high", sticky, [(32768, 65535)])
+    refused = {
+        "overlapping_range": _error(lambda: subscribe("overlap", sticky, [(30000, 40000)])),
+        "auto_split_beside_sticky": _error(lambda: subscribe("auto", pulsar.KeySharedMode.AutoSplit, None)),
+    }
+    producer = client.create_producer(topic)
+    for i in range(40):
+        producer.send(f"v{i}".encode(), partition_key=f"key-{i % 8}")
+    got: dict[str, list[Any]] = {"low": _drain(pulsar, low), "high": _drain(pulsar, high)}
+    for name, consumer in (("low", low), ("high", high)):
+        for msg in got[name]:
+            consumer.acknowledge(msg)
+    high.close()  # its hash range has no consumer now: those keys wait
+    for i in range(40, 48):
+        producer.send(f"v{i}".encode(), partition_key=f"key-{i % 8}")
+    later = _drain(pulsar, low)
+    return {
+        "policies": policies,
+        "refused": refused,
+        "keys": {name: sorted({m.partition_key() for m in msgs}) for name, msgs in got.items()},
+        "in_order": all(
+            [int(m.data()[1:]) for m in msgs if m.partition_key() == key] == sorted(
+                int(m.data()[1:]) for m in msgs if m.partition_key() == key)
+            for msgs in got.values() for key in {m.partition_key() for m in msgs}
+        ),
+        "total": sum(len(msgs) for msgs in got.values()),
+        "low_after_high_closed": sorted({m.partition_key() for m in later}),
+        "later_count": len(later),
+    }
+
+
+@scenario
+def test_key_shared_sticky_hash_ranges(run: Run) -> Outcome:
+    """ConsumerKeySharedPolicy with KeySharedMode.Sticky: the policy's checks (ranges required, in 0..65535, not
+    overlapping); two consumers owning half the hash space each get the keys hashing there, in order; a consumer
+    whose range overlaps a connected one's, and an AutoSplit consumer beside sticky ones, are refused; once a
+    consumer leaves, the keys of its range go to nobody."""
+    return _both(run, _sticky_key_shared)
+
+
 def _cumulative_redeliver_batch_receive(run: Run, pulsar: ModuleType, label: str) -> Outcome:
     client = _client(run, pulsar)
     topic = run.topic(f"cumulative-{label}")
@@ -698,6 +765,61 @@ def test_batch_index_acknowledgements(run: Run) -> Outcome:
     """batch_index_ack_enabled: five messages of a batch of ten acknowledged one by one, or the first five
     cumulatively; the next consumer gets only the others."""
     return _both(run, _batch_index_acks)
+
+
+def _held_send(run: Run, pulsar: ModuleType, label: str, policy: str, send_timeout: int) -> Outcome:
+    namespace, _ = run.namespace(f"held-{label}-{policy.rsplit('_', 1)[-1]}")
+    path = f"/admin/v2/namespaces/{namespace}/backlogQuota?backlogQuotaType=destination_storage"
+    run.admin("POST", path, {"limitSize": 2048, "policy": policy})
+    topic = f"persistent://{namespace}/t"
+    client = _client(run, pulsar)
+    consumer = client.subscribe(topic, "slow")
+    producer = client.create_producer(topic, send_timeout_millis=send_timeout, batching_enabled=False)
+    for _ in range(20):
+        producer.send(b"x" * 200)
+    case: dict[str, Any] = {"check": run.admin("GET", "/admin/v2/brokers/backlog-quota-check").status}
+    time.sleep(1)  # the broker closed the producer; its reconnections are refused
+    results: list[str] = []
+    producer.send_async(b"async", lambda res, mid: results.append(str(res).rsplit(".", 1)[-1]))
+    began = time.monotonic()
+    case["send"] = _error(lambda: producer.send(b"held"))
+    waited, seconds = time.monotonic() - began, send_timeout / 1000
+    case["failed"] = (
+        "before the send timeout" if waited < seconds - 0.2
+        else "at the send timeout" if waited < seconds + 1.5 else "well after the send timeout"
+    )
+    deadline = time.monotonic() + 5
+    while not results and time.monotonic() < deadline:
+        time.sleep(0.05)
+    case["async"] = results
+    case["connected_while_held"] = producer.is_connected()
+    received = _drain(pulsar, consumer, 1000)
+    consumer.acknowledge_cumulative(received[-1])  # no backlog: the next reconnection is accepted
+    deadline, sent = time.monotonic() + 30, "not sent"
+    while sent != "ok" and time.monotonic() < deadline:
+        sent = _error(lambda: producer.send(b"after"))
+    case["after"] = sent
+    case["received"] = [t for t in _texts(received) + _texts(_drain(pulsar, consumer, 1000)) if "x" not in t]
+    return case
+
+
+def _held_sends(run: Run, pulsar: ModuleType, label: str) -> Outcome:
+    # The hold policy refuses the producer's reconnections with a retryable error: its sends stay queued until
+    # send_timeout_millis. The exception policy fails them when a reconnection is refused (before that timeout).
+    return {
+        policy: _held_send(run, pulsar, label, policy, send_timeout)
+        for policy, send_timeout in (("producer_request_hold", 2000), ("producer_exception", 15000))
+    }
+
+
+@scenario
+def test_send_timeouts_while_a_backlog_quota_holds_the_producer(run: Run) -> Outcome:
+    """send_timeout_millis: a backlog over its quota gets the producer closed by the quota check
+    (``brokers/backlog-quota-check``) and its reconnections refused; with ``producer_request_hold`` a send (and a
+    send_async) waiting for the reconnection fails with Timeout at the send timeout, with ``producer_exception`` it
+    fails with ProducerBlockedQuotaExceededException when a reconnection is refused; once the backlog is
+    acknowledged the producer sends again. Nothing that failed was stored."""
+    return _both(run, _held_sends)
 
 
 # -- transactions: pulsar_txn, compared with what Pulsar gives the Java client ----------------------
