@@ -117,7 +117,8 @@ class Tools:
         if answer is None:
             raise RuntimeError(f"the tool session's JVM ended (exit code {self._jvm.wait()}) during {tool} {args}")
         _, code, out, err = answer.split("\t")
-        return Result(int(code), base64.b64decode(out).decode(), base64.b64decode(err).decode())
+        # A process's exit status is the code modulo 256 (``System.exit(-1)`` exits with 255).
+        return Result(int(code) & 0xFF, base64.b64decode(out).decode(), base64.b64decode(err).decode())
 
     def admin(self, *args: str, timeout: float = 120) -> Result:
         """``pulsar-admin --admin-url <target> ARGS``."""

@@ -474,17 +474,18 @@ def test_command_line_tools(run: Run) -> Outcome:
             out["out"] = cleaned(result.out, run.suffix)
         return out
 
-    return {
-        "admin token": shown(tools.admin(*tls_admin, *token, "clusters", "list")),
-        "admin basic": shown(tools.admin(*tls_admin, *basic, "clusters", "list")),
-        "admin forged": shown(tools.admin(*tls_admin, *forged, "clusters", "list")),
-        "admin none": shown(tools.admin(*tls_admin, "clusters", "list")),
-        "produce token": shown(tools.client(*tls_client, *token, "produce", "-m", "a,b", topic)),
-        "consume basic": shown(
-            tools.client(*tls_client, *basic, "consume", "-s", "s", "-n", "2", "-p", "Earliest", topic)
-        ),
-        "produce forged": shown(tools.client(*tls_client, *forged, "produce", "-m", "x", topic, timeout=60)),
-    }
+    with tools:
+        return {
+            "admin token": shown(tools.admin(*tls_admin, *token, "clusters", "list")),
+            "admin basic": shown(tools.admin(*tls_admin, *basic, "clusters", "list")),
+            "admin forged": shown(tools.admin(*tls_admin, *forged, "clusters", "list")),
+            "admin none": shown(tools.admin(*tls_admin, "clusters", "list")),
+            "produce token": shown(tools.client(*tls_client, *token, "produce", "-m", "a,b", topic)),
+            "consume basic": shown(
+                tools.client(*tls_client, *basic, "consume", "-s", "s", "-n", "2", "-p", "Earliest", topic)
+            ),
+            "produce forged": shown(tools.client(*tls_client, *forged, "produce", "-m", "x", topic, timeout=60)),
+        }
 
 
 def _credentials_script(run: Run, module: Any, label: str) -> dict[str, Any]:
