@@ -113,6 +113,13 @@ _WITH_ERROR = frozenset(
     if "error" in BaseCommand.DESCRIPTOR.fields_by_name[name].message_type.fields_by_name
 )
 
+#: Command types whose payload has a ``request_id`` (the answers to requests).
+_WITH_REQUEST_ID = frozenset(
+    kind
+    for kind, name in FIELD_OF_TYPE.items()
+    if "request_id" in BaseCommand.DESCRIPTOR.fields_by_name[name].message_type.fields_by_name
+)
+
 
 def failed(answer: Any) -> bool:
     """Whether an answer is a loss, a timeout or an error."""
@@ -305,8 +312,7 @@ class Connection:
             # The server dropped a producer or consumer: start over on a new connection, as simple as it is safe.
             self.abort(f"server closed a {type(payload_of(command)).__name__}")
             return
-        payload = payload_of(command)
-        if "request_id" in payload.DESCRIPTOR.fields_by_name:
-            future = self.requests.pop(payload.request_id, None)
+        if kind in _WITH_REQUEST_ID:
+            future = self.requests.pop(payload_of(command).request_id, None)
             if future is not None:
                 future.resolve(command)
