@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
 import mmh3
@@ -140,6 +141,13 @@ def key_slot(key: bytes, ring: bool) -> int:
     if ring:
         return sticky_hash(key) % (HASH_RANGE_SIZE - 1) + 1
     return sticky_hash(key) % HASH_RANGE_SIZE or 1
+
+
+@lru_cache(maxsize=1024)
+def ring_slots(name: str, index: int) -> tuple[int, ...]:
+    """The slots of the ``RING_POINTS`` hash ring points of a Key_Shared consumer (``name NUL index NUL point``), in
+    order: kept, as consumers come back under the same names and a ring is rebuilt at every join and leave."""
+    return tuple(key_slot(f"{name}\0{index}\0{i}".encode(), ring=True) for i in range(RING_POINTS))
 
 
 class ConsumerGroup:
@@ -291,9 +299,8 @@ class ConsumerGroup:
                 self._name_index[consumer] = min(set(range(len(taken) + 1)) - taken)
         points: dict[int, Consumer] = {}
         for consumer in self.consumers:
-            for i in range(RING_POINTS):
-                name = f"{consumer.name}\0{self._name_index[consumer]}\0{i}".encode()
-                points.setdefault(key_slot(name, ring=True), consumer)
+            for slot in ring_slots(consumer.name, self._name_index[consumer]):
+                points.setdefault(slot, consumer)
         self._ring = sorted(points.items(), key=lambda point: point[0])
 
     def _owner_of(self, key: bytes) -> Consumer | None:

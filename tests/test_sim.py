@@ -21,26 +21,23 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Seeds ``make test`` runs (about 45 s on this shared 2-core machine; ``make sim`` runs 100,000).
 SEEDS = range(1, 101)
 #: A seed that each mutation fails (found by ``python -m tests.sim --mutation NAME --stop``), with the options seeds
-#: choose today; ``CAUGHT_AS_FOUND``: with the options the seed chose before the later faults were added.
+#: choose today.
 CAUGHT_BY = {
     "receipt-before-durable": 2,
-    "skip-sequence-store": 58,
+    "skip-sequence-store": 27,
     "read-past-open-txn": 1,
     "split-commit-marker": 1,
-    "lost-partition-registration": 4,
+    "lost-partition-registration": 5,
     "txn-success-after-failed-commit": 46,
     "acks-lost-by-failed-commit": 3,
     "earliest-skips-staged": 2,
     "txn-ids-reserved-before-stored": 2,
     "end-applied-before-durable": 8,
-    "sequences-stored-by-earlier-commit": 1917,
+    "sequences-stored-by-earlier-commit": 148,
     "producers-kept-after-lost-write": 53,
     "lost-txn-buffer-snapshot": 49,
     "lost-coordinator-log-record": 749,
-}
-CAUGHT_AS_FOUND = {
-    # Seeds 1-2,000 with today's options do not catch it.
-    "txn-ack-lost-after-consumer-left": 4831,
+    "txn-ack-lost-after-consumer-left": 6,
 }
 #: Seeds that found defects in the server, and the defect (each fixed; the seed fails with it put back, with the options
 #: it chose then: the faults of ``Options.with_later_faults`` came later).
@@ -88,10 +85,9 @@ def test_seeds_pass_and_see_every_fault() -> None:
 
 @pytest.mark.parametrize("name", sorted(MUTATIONS))
 def test_mutation_is_caught(name: str) -> None:
-    later_faults = name in CAUGHT_BY
-    seed = CAUGHT_BY[name] if later_faults else CAUGHT_AS_FOUND[name]
-    assert run_seed(seed, name, later_faults=later_faults).failures
-    assert not run_seed(seed, later_faults=later_faults).failures
+    seed = CAUGHT_BY[name]
+    assert run_seed(seed, name).failures
+    assert not run_seed(seed).failures
 
 
 @pytest.mark.parametrize("seed", sorted(REGRESSIONS))

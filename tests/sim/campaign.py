@@ -45,6 +45,22 @@ class Result:
     counters: Counter[str] = field(default_factory=Counter)
     events: int = 0
     sim_seconds: float = 0.0
+    partitions: int = 0
+    coordinators: int = 0
+
+    def shape(self) -> dict[str, float]:
+        """What makes the scenario big enough: each is at least its :data:`MINIMUM` in every scenario."""
+        return {
+            "partitions": self.partitions,
+            "coordinators": self.coordinators,
+            "crashes": self.counters.get("crash", 0),
+            "messages stored": self.counters.get("messages stored", 0),
+            "simulated seconds": self.sim_seconds,
+        }
+
+
+#: What every scenario has at least (see :meth:`Result.shape`); a campaign prints the fewest it saw of each.
+MINIMUM = {"partitions": 3, "coordinators": 2, "crashes": 1, "messages stored": 100, "simulated seconds": 120.0}
 
 
 def run_options(options: Options, mutation: str | None = None, log: bool = False) -> Result:
@@ -64,7 +80,14 @@ def run_options(options: Options, mutation: str | None = None, log: bool = False
         if collecting:
             gc.enable()
     result = Result(
-        options.seed, world.failures, world.trace_hash(), world.counters, world.sched.events, world.sched.now
+        options.seed,
+        world.failures,
+        world.trace_hash(),
+        world.counters,
+        world.sched.events,
+        world.sched.now,
+        options.partitions,
+        options.coordinators,
     )
     del world
     gc.collect()
@@ -118,11 +141,12 @@ def shrink(options: Options, mutation: str | None) -> tuple[Options, Result]:
             if attempt is None:
                 break
             best, result = candidate, attempt
-    for name in ("abort_rate", "stall_rate", "nack_rate", "short_reads", "stalls", "jitter"):
+    for name in ("abort_rate", "stall_rate", "nack_rate", "short_reads", "stalls", "jitter", "leave_at"):
         if getattr(best, name):
-            attempt = fails(best.replace(**{name: 0.0}))
+            off = type(getattr(best, name))(0)
+            attempt = fails(best.replace(**{name: off}))
             if attempt is not None:
-                best, result = best.replace(**{name: 0.0}), attempt
+                best, result = best.replace(**{name: off}), attempt
     return best, result
 
 
@@ -172,8 +196,8 @@ def campaign(
     totals: Counter[str] = Counter()
     failed = 0
     done = 0
-    #: The fewest messages the audit found stored in one scenario, and in which.
-    fewest: tuple[int, int] | None = None
+    #: The least of each measure of :meth:`Result.shape` over the scenarios, and a scenario that had it.
+    fewest: dict[str, tuple[float, int]] = {}
     seeds = [(seed, mutation) for seed in range(first, first + count)]
     pool = multiprocessing.get_context("fork").Pool(jobs) if jobs > 1 else None
     results = pool.imap(_run_seed_job, seeds, chunksize=4) if pool else map(_run_seed_job, seeds)
@@ -181,9 +205,9 @@ def campaign(
         for result in results:
             done += 1
             totals.update(result.counters)
-            stored = result.counters.get("messages stored", 0)
-            if fewest is None or stored < fewest[0]:
-                fewest = (stored, result.seed)
+            for name, value in result.shape().items():
+                if name not in fewest or value < fewest[name][0]:
+                    fewest[name] = (value, result.seed)
             if result.failures:
                 failed += 1
                 report_failure(result, mutation, do_shrink and failed <= 3, out)
@@ -201,8 +225,12 @@ def campaign(
     for name, value in sorted(totals.items()):
         if name not in EXPECTED:
             print(f"  {name}: {value}", file=out)
-    if fewest is not None:
-        print(f"  fewest messages stored in one scenario: {fewest[0]} (seed {fewest[1]})", file=out)
+    if fewest:
+        least = ", ".join(f"{name} {value:g} (seed {seed})" for name, (value, seed) in fewest.items())
+        print(f"  each scenario had at least: {least}", file=out)
+        for name, (value, seed) in fewest.items():
+            if value < MINIMUM[name]:
+                print(f"  TOO SMALL: seed {seed} had {value:g} {name} (each should have {MINIMUM[name]:g})", file=out)
     print(f"{done} scenarios, {failed} failed, {done / elapsed * 60:.0f} scenarios/min", file=out, flush=True)
     return failed
 

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
-from wire.commands import FIELD_OF_TYPE, frame, make, payload_of
+from wire.commands import FIELD_OF_TYPE, frame, payload_of
 from wire.framing import FrameDecoder, ProtocolError, encode_payload_command, make_body, stored_metadata, stored_payload
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata
 
@@ -111,6 +111,15 @@ _WITH_ERROR = frozenset(
     kind
     for kind, name in FIELD_OF_TYPE.items()
     if "error" in BaseCommand.DESCRIPTOR.fields_by_name[name].message_type.fields_by_name
+)
+
+#: The SEND command :meth:`Connection.publish` fills for each message.
+_SEND = BaseCommand(type=BaseCommand.SEND)
+#: Command types whose payload has a ``request_id`` (the answers to requests).
+_WITH_REQUEST_ID = frozenset(
+    kind
+    for kind, name in FIELD_OF_TYPE.items()
+    if "request_id" in BaseCommand.DESCRIPTOR.fields_by_name[name].message_type.fields_by_name
 )
 
 
@@ -252,12 +261,15 @@ class Connection:
             publish_time=int(self.world.wall_ms()),
             partition_key=key,
         )
-        fields: dict[str, Any] = {"producer_id": producer_id, "sequence_id": sequence_id, "num_messages": 1}
+        # One SEND command, its fields overwritten for each message (as ``wire.commands.frame`` keeps its commands).
+        send = _SEND.send
+        send.Clear()
+        send.producer_id, send.sequence_id, send.num_messages = producer_id, sequence_id, 1
         if txn is not None:
-            fields.update(txnid_most_bits=txn[0], txnid_least_bits=txn[1])
+            send.txnid_most_bits, send.txnid_least_bits = txn
             metadata.txnid_most_bits, metadata.txnid_least_bits = txn
         self.receipts[(producer_id, sequence_id)] = future
-        self.send(encode_payload_command(make(T.SEND, **fields), make_body(metadata, key.encode())))
+        self.send(encode_payload_command(_SEND, make_body(metadata, key.encode())))
         self._expire(self.receipts, (producer_id, sequence_id))
         return future
 
@@ -305,8 +317,7 @@ class Connection:
             # The server dropped a producer or consumer: start over on a new connection, as simple as it is safe.
             self.abort(f"server closed a {type(payload_of(command)).__name__}")
             return
-        payload = payload_of(command)
-        if "request_id" in payload.DESCRIPTOR.fields_by_name:
-            future = self.requests.pop(payload.request_id, None)
+        if kind in _WITH_REQUEST_ID:
+            future = self.requests.pop(payload_of(command).request_id, None)
             if future is not None:
                 future.resolve(command)

@@ -22,7 +22,7 @@ from typing import Any
 
 from tests.sim.client import Connection, Future, Message, failed, gather, sleep, spawn
 from tests.sim.disk import SimDisk
-from tests.sim.server import SimServer, broker_config
+from tests.sim.server import SLOW_COMMIT_SECONDS, SimServer, broker_config
 from tests.sim.world import EPOCH, Link, NetworkFaults, Scheduler
 from wire.commands import NO_ID
 from wire.pulsar_api_pb2 import BaseCommand, CommandAck, CommandSubscribe
@@ -41,6 +41,10 @@ AUDIT_SECONDS = 15.0
 Task = Generator[Future, Any, None]
 #: What the trace hash takes before each piece of data: its tag, the simulated time, its length.
 _TRACE_HEAD = struct.Struct(">cdI")
+#: Plain messages a scenario sends at least.
+MIN_MESSAGES = 50
+#: Plain messages the source producer holds back until ``leave_at`` (when it is set).
+HELD_MESSAGES = 12
 #: Permits a consumer gives at first, and again (half of it) each time it received half of it.
 FLOW_PERMITS = 1000
 
@@ -84,6 +88,12 @@ class Options:
     #: Seconds (at most) the producer of transactions waits between registering a transaction's partitions and
     #: sending to them, until the faults stop (0: it does not): a slow client, whose transaction spans commits.
     think: float = 0.0
+    #: Workers leaving with transactional acks in flight (0: not): the source producer's last :data:`HELD_MESSAGES`
+    #: wait for this time (after the last crash); when a worker takes one of them the disk fills for ``leave_spell``
+    #: seconds and is slow, and a worker that sends transactional acks meanwhile leaves (its connection reset) while
+    #: their commit is in flight, to fail.
+    leave_at: float = 0.0
+    leave_spell: float = 0.0
 
     @classmethod
     def from_seed(cls, seed: int, later_faults: bool = True) -> Options:
@@ -129,7 +139,7 @@ class Options:
             heal=round(heal, 3),
             late_disk_full=_late_disk_full(seed),
         )
-        return options.with_later_faults() if later_faults else options
+        return options.with_later_faults().with_workers_leaving() if later_faults else options
 
     def with_later_faults(self) -> Options:
         """Add the faults that came after the others, for some seeds: a spell of full disk as the first transactions
@@ -150,6 +160,25 @@ class Options:
                 crashes = sorted([*crashes, (crash, mode)])
         think = round(rng.uniform(0.2, 2.0), 3) if rng.random() < 0.35 else 0.0
         return self.replace(disk_full=disk_full, crashes=crashes, think=think)
+
+    def with_workers_leaving(self) -> Options:
+        """At least :data:`MIN_MESSAGES` plain messages (each is stored and transformed: at least twice as many
+        messages stored), and for some seeds a spell of full disk while the workers are busy, during which workers
+        leave with their transactional acks in flight (``leave_at``). Drawn apart from the other options."""
+        rng = random.Random(self.seed * 31 + 13)
+        messages = max(self.messages, MIN_MESSAGES)
+        if rng.random() >= 0.35:
+            return self.replace(messages=messages)
+        # After the last crash (an armed one waits up to 5 s for its write), the restart and the reconnections: a
+        # restart would give the entries back whatever the server does.
+        last_crash = max((when for when, _ in self.crashes), default=0.0)
+        leave_at = round(max(last_crash + 10.0, rng.uniform(10.0, 30.0)), 3)
+        return self.replace(
+            messages=messages,
+            leave_at=leave_at,
+            leave_spell=round(rng.uniform(0.5, 3.0), 3),
+            heal=max(self.heal, round(leave_at + 20.0, 3)),
+        )
 
     def describe(self) -> str:
         return " ".join(f"{f.name}={getattr(self, f.name)!r}".replace(" ", "") for f in dataclasses.fields(self))
@@ -191,7 +220,7 @@ class TxnRec:
     committed_at: float | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Delivery:
     time: float
     sub: str
@@ -254,7 +283,8 @@ class World:
         )
         self.server: SimServer | None = None
         self.incarnation = 0
-        self._hash = hashlib.blake2b(digest_size=16)
+        #: What the trace hash is of, piece by piece (hashed once at the end: the same hash, fewer calls).
+        self._trace: list[bytes] = []
         self.failures: list[str] = []
         self.history = History()
         self.counters: Counter[str] = Counter()
@@ -266,16 +296,17 @@ class World:
         self.stopping = False
         self._producers_done = 0
         self.timed_out = 0
+        #: The spell of ``leave_at``: the disk full and slow, workers leaving with their acks in flight.
+        self.leaving = False
+        self._left = False
 
     # -- basics --------------------------------------------------------------------------------
 
     def trace(self, tag: bytes, data: bytes) -> None:
-        update = self._hash.update
-        update(_TRACE_HEAD.pack(tag, self.sched.now, len(data)))
-        update(data)
+        self._trace += (_TRACE_HEAD.pack(tag, self.sched.now, len(data)), data)
 
     def trace_hash(self) -> str:
-        return self._hash.hexdigest()
+        return hashlib.blake2b(b"".join(self._trace), digest_size=16).hexdigest()
 
     def wall_ms(self) -> int:
         return int((EPOCH + self.sched.now) * 1000)
@@ -369,6 +400,23 @@ class World:
         self._write_crash = None
         self.net.enabled = False
         if self.disk.full:
+            self._disk_full(False)
+        if not self.counters["crash"]:
+            # Every crash of the options came while the server was down, or was armed and dropped by the heal: the
+            # scenario has one crash all the same.
+            self.crash("crash (none came before the faults stopped)")
+
+    def start_leaving(self) -> None:
+        """A worker took a held-back message (``leave_at``): the spell begins, once."""
+        if self._left or self.healed:
+            return
+        self._left = self.leaving = True
+        self._disk_full(True)
+        self.sched.call_later(self.options.leave_spell, self._stop_leaving)
+
+    def _stop_leaving(self) -> None:
+        self.leaving = False
+        if not self.healed:
             self._disk_full(False)
 
     def schedule_faults(self) -> None:
@@ -525,7 +573,10 @@ class SourceProducer(Actor):
                 self.world.producer_done()
                 conn.abort("src done")
                 return
-            while len(self.pending) < self.rng.randint(1, 8) and self.made < o.messages:
+            if o.leave_at and self._holding() and not self.pending:
+                yield sleep(self.world.sched, o.leave_at - self.world.sched.now)
+                continue
+            while len(self.pending) < self.rng.randint(1, 8) and self.made < o.messages and not self._holding():
                 index = self.made % o.partitions
                 key = f"s{self.made}"
                 rec = SendRec(key, partition(IN, index), f"src-{index}", self.producers.take(index), None)
@@ -547,6 +598,11 @@ class SourceProducer(Actor):
                 self.lost()
                 return
             yield sleep(self.world.sched, self.rng.uniform(0.0, 0.5))
+
+    def _holding(self) -> bool:
+        """Whether the next message is one of those held back until ``leave_at``."""
+        o = self.world.options
+        return bool(o.leave_at) and self.made >= o.messages - HELD_MESSAGES and self.world.sched.now < o.leave_at
 
 
 class TxnClient:
@@ -805,6 +861,7 @@ class TransformWorker(Subscriber):
         self.sub_type = getattr(CommandSubscribe, world.options.ctp_sub)
         self.producers = Producers(f"ctp{number}")
         self.txns = TxnClient(world, "ctp", self.rng)
+        self.leave_rng = random.Random(f"{world.options.seed}-{self.name}-leave")
 
     def session(self) -> Task:
         conn = self.conn
@@ -845,6 +902,9 @@ class TransformWorker(Subscriber):
                     ),
                 ]
             )
+            if o.leave_at and self.world.sched.now >= o.leave_at:
+                # The transaction is open and registered (the disk had room): now the disk fills.
+                self.world.start_leaving()
             futures = []
             for _, message in taken:
                 out = hash_partition(message.key, o.partitions)
@@ -866,6 +926,11 @@ class TransformWorker(Subscriber):
                         txnid_least_bits=rec.txn[1],
                     )
                 )
+            if o.leave_at and self.world.leaving:
+                # Leave once the acks arrived (the network delays a write by latency + jitter at most, but for a
+                # stall), while their commit is in flight on the slow disk (and fails: the disk is full).
+                delay = o.latency + o.jitter + self.leave_rng.uniform(0.0005, SLOW_COMMIT_SECONDS)
+                self.world.sched.call_later(delay, self._leave, conn)
             answers += yield gather(futures)
             if any(failed(a) for a in answers):
                 yield from self.txns.abandon(conn, rec)
@@ -882,6 +947,11 @@ class TransformWorker(Subscriber):
             ok = yield from self.txns.end(conn, rec, commit)
             if not (ok and commit) and conn.alive:
                 self.give_back(conn, taken)
+
+    def _leave(self, conn: Connection) -> None:
+        if conn.alive:
+            self.world.counters["worker left with transactional acks in flight"] += 1
+            conn.abort("the worker leaves")
 
     def give_back(self, conn: Connection, taken: list[tuple[int, Message]]) -> None:
         """Negatively acknowledge inputs whose transaction did not commit (as the clients do when one aborts): they

@@ -22,6 +22,8 @@ from tests.sim.world import EPOCH, ServerReactor, SimClock
 if TYPE_CHECKING:
     from tests.sim.world import Link
 
+#: Seconds (at most) a commit waits to be written, and then to complete, while the disk is slow (``World.leaving``).
+SLOW_COMMIT_SECONDS = 0.05
 #: Seconds between checks of namespace policies (as ``policy-check-interval-seconds``' default).
 POLICY_CHECK_SECONDS = 60.0
 
@@ -41,7 +43,8 @@ class SimCommits:
 
     def run(self, work: Callable[[], None], done: Callable[[BaseException | None], None], small: bool) -> None:
         self.in_flight += 1
-        self.server.reactor.callLater(self.rng.random() * self.delay, self._write, work, done)
+        delay = SLOW_COMMIT_SECONDS if self.server.world.leaving else self.delay
+        self.server.reactor.callLater(self.rng.random() * delay, self._write, work, done)
 
     def _write(self, work: Callable[[], None], done: Callable[[BaseException | None], None]) -> None:
         server = self.server
@@ -62,7 +65,8 @@ class SimCommits:
         if crash == "after-write":
             server.world.crash("crash between a commit's write and its callbacks")
             return
-        server.reactor.callLater(self.rng.random() * self.delay, self._done, done, error)
+        delay = SLOW_COMMIT_SECONDS if server.world.leaving else self.delay
+        server.reactor.callLater(self.rng.random() * delay, self._done, done, error)
 
     def _done(self, done: Callable[[BaseException | None], None], error: BaseException | None) -> None:
         self.in_flight -= 1

@@ -85,8 +85,9 @@ class Scheduler:
     def run_until(self, until: float, stop: Callable[[], bool] | None = None) -> None:
         """Run every call due up to ``until`` (or until ``stop()`` is true), then move time to ``until``."""
         queue = self._queue
+        pop = heapq.heappop
         while queue and queue[0][0] <= until:
-            when, _, call = heapq.heappop(queue)
+            when, _, call = pop(queue)
             if call.cancelled or when != call.time:
                 continue
             self.now = when
@@ -95,7 +96,8 @@ class Scheduler:
             call.fn(*call.args)
             if stop is not None and stop():
                 return
-        self.now = max(self.now, until)
+        if until > self.now:
+            self.now = until
 
 
 class ServerReactor:
@@ -112,10 +114,16 @@ class ServerReactor:
         return self.sched.now
 
     def callLater(self, delay: float, fn: Callable[..., object], *args: Any, **kwargs: Any) -> Call:  # noqa: N802
+        sched = self.sched
         if kwargs:
-            call = self.sched.call_later(delay, lambda: fn(*args, **kwargs))
+            call = sched.call_later(delay, lambda: fn(*args, **kwargs))
         else:
-            call = self.sched.call_later(delay, fn, *args)
+            # Scheduler.call_later, inline: the server schedules a call for about every other event.
+            now = sched.now
+            when = now + delay if delay > 0.0 else now
+            call = Call(sched, when, fn, args)
+            sched._order += 1
+            heapq.heappush(sched._queue, (when, sched._order, call))
         calls = self._calls
         calls.append(call)
         if len(calls) > 4096:
@@ -162,15 +170,16 @@ class NetworkFaults:
     def delay(self) -> float:
         if not self.enabled:
             return self.latency
-        extra = self.rng.random() * self.jitter
-        if self.stalls and self.rng.random() < self.stalls:
-            extra += self.rng.uniform(0.5, 4.0)
+        rng = self.rng
+        extra = rng.random() * self.jitter
+        if self.stalls and rng.random() < self.stalls:
+            extra += rng.uniform(0.5, 4.0)
         return self.latency + extra
 
     def pieces(self, data: bytes) -> list[bytes]:
-        if not self.enabled or len(data) < 2 or self.rng.random() >= self.short_reads:
-            return [data]
         size = len(data)
+        if not self.enabled or size < 2 or self.rng.random() >= self.short_reads:
+            return [data]
         cuts = sorted({self.rng.randrange(1, size) for _ in range(self.rng.randint(1, 3))})
         return [data[a:b] for a, b in zip([0, *cuts], [*cuts, size], strict=True)]
 
@@ -207,11 +216,14 @@ class Link:
     def client_write(self, data: bytes) -> None:
         if not self.open:
             return
-        at = max(self.sched.now + self.faults.delay(), self._to_server_at)
+        faults = self.faults
+        at = self.sched.now + faults.delay()
+        if at < self._to_server_at:
+            at = self._to_server_at
         self._to_server_at = at
         # The pieces of one write arrive at the same time, one read each: one event delivers them all (what they
         # schedule runs after the last, as it would after separate events queued together).
-        self.sched.call_at(at, self._deliver_to_server, self.faults.pieces(data))
+        self.sched.call_at(at, self._deliver_to_server, faults.pieces(data))
 
     def _deliver_to_server(self, pieces: list[bytes]) -> None:
         for data in pieces:
@@ -233,9 +245,13 @@ class Link:
     def server_write(self, data: bytes) -> None:
         if not self.open:
             return
-        at = max(self.sched.now + self.faults.delay(), self._to_client_at)
+        faults = self.faults
+        sched = self.sched
+        at = sched.now + faults.delay()
+        if at < self._to_client_at:
+            at = self._to_client_at
         self._to_client_at = at
-        self.sched.call_at(at, self._deliver_to_client, self.faults.pieces(data), self.sched.now)
+        sched.call_at(at, self._deliver_to_client, faults.pieces(data), sched.now)
 
     def _deliver_to_client(self, pieces: list[bytes], sent_at: float) -> None:
         for data in pieces:
