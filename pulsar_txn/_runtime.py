@@ -127,6 +127,8 @@ class Runtime:
         self._links: dict[str, Link] = {}
         self._results: dict[tuple[int, int], Response] = {}
         self._waiting: set[tuple[int, int]] = set()
+        #: What runs as a waited-for request's successful answer is read (:meth:`request`'s ``on_success``).
+        self._on_success: dict[tuple[int, int], Callable[[], None]] = {}
         self._connect_lock = threading.Lock()
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -289,19 +291,30 @@ class Runtime:
             self.wake()
         return link
 
-    def request(self, link: Link, kind: int, timeout: float | None = None, **fields: Any) -> Any:
-        """Send a request on ``link`` and wait for its answer's sub-message (its error raised)."""
+    def request(
+        self,
+        link: Link,
+        kind: int,
+        timeout: float | None = None,
+        on_success: Callable[[], None] | None = None,
+        **fields: Any,
+    ) -> Any:
+        """Send a request on ``link`` and wait for its answer's sub-message (its error raised). ``on_success`` runs
+        (the lock held) as a successful answer is read, before anything the connection brought after it."""
         with self.lock:
             self.check_open()
             request_id = link.core.request(kind, self.now(), timeout, **fields)
             key = (link.id, request_id)
             self._waiting.add(key)
+            if on_success is not None:
+                self._on_success[key] = on_success
             self._dispatch(link)
             self._send_now(link)
             try:
                 self.wait_for(lambda: key in self._results, None)
             finally:
                 self._waiting.discard(key)
+                self._on_success.pop(key, None)
             response = self._results.pop(key)
         if response.error is not None:
             raise response.error
@@ -502,6 +515,9 @@ class Runtime:
                 key = (link.id, event.request_id)
                 if key in self._waiting:
                     self._results[key] = event
+                    hook = self._on_success.pop(key, None)
+                    if hook is not None and event.error is None:
+                        hook()
             elif isinstance(event, HandleClosed):
                 if not event.handle.closed and not self.closed:
                     if isinstance(event.handle, ProducerCore):

@@ -596,9 +596,9 @@ class Consumer:
                 fields["message_id"] = start._replace(partition=-1, batch_size=0, ack_set=()).to_proto()
             else:
                 fields["message_publish_time"] = int(messageid)
-            rt.request(link, T.SEEK, **fields)
-            with rt.lock:
-                core.seeked(start)
+            # The queue is dropped as the answer is read, before the messages the broker sends after the seek (it
+            # closes the consumer, which subscribes again): dropped later, they would be lost with their permits.
+            rt.request(link, T.SEEK, on_success=lambda core=core, start=start: core.seeked(start), **fields)
 
     def get_last_message_id(self) -> MessageId:
         """The id of the last message stored in the (first) topic."""

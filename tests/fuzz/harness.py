@@ -7,7 +7,8 @@ and frames/s, tracebacks in the server log, failed group commits (some client's 
 commit), witness sends that failed, stalls (a witness round trip over 1 s), blocked topics (a fuzz topic whose new
 consumer does not get a message sent after it subscribed), the server's peak RSS, the witness's latency, and witness
 messages lost: at the end the server is killed (SIGKILL) and started again, and every message whose send was
-acknowledged must be there.
+acknowledged must be there (the server keeps what was acknowledged, :data:`KEEP_ACKNOWLEDGED`: by default it deletes
+it once the topic loads again, as Pulsar does).
 
 ``python -m tests.fuzz.harness --frames 1000000`` runs it on a fresh local server and prints the figures
 (``make fuzz``); ``tests/fuzz/test_fuzz.py`` runs a short budget in the default test run.
@@ -308,6 +309,10 @@ def abort_transactions(port: int, txns: list[tuple[int, int]], timeout: float = 
             answered += sum(item.command.type == T.END_TXN_RESPONSE for item in decoder.feed(data))
 
 
+#: Server options that keep acknowledged messages (retention without limits), so the witness's can be read back.
+KEEP_ACKNOWLEDGED = ("--default-retention-time-in-minutes", "-1", "--default-retention-size-in-mb", "-1")
+
+
 def run(server: ServerProcess, frames: int, seed: int, sessions: int = 4, seconds: float | None = None) -> Figures:
     """Fuzz a running server with ``frames`` frames (or for ``seconds``) and measure; the server is restarted at the
     end (SIGKILL, then start) to check the witness's messages."""
@@ -356,7 +361,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=4)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="fuzz-") as tmp:
-        server = ServerProcess(Path(tmp) / "data").start()
+        server = ServerProcess(Path(tmp) / "data", *KEEP_ACKNOWLEDGED).start()
         try:
             figures = run(server, args.frames, args.seed, args.sessions, args.seconds)
             print(figures.report())

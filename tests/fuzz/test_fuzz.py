@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.conftest import Server
-from tests.fuzz.harness import run
+from tests.fuzz.harness import KEEP_ACKNOWLEDGED, run
 from tests.server_process import ServerProcess
 
 #: Seconds of fuzzing in the default test run (``make fuzz`` runs 1,000,000 frames).
@@ -13,7 +13,7 @@ BUDGET_SECONDS = 30
 
 
 def test_fuzzed_frames_harm_no_other_client(server_factory: Callable[..., Server]) -> None:
-    server = server_factory()
+    server = server_factory(*KEEP_ACKNOWLEDGED)
     assert isinstance(server, ServerProcess)
     figures = run(server, frames=10**9, seed=20, seconds=BUDGET_SECONDS)
     print(figures.report())
