@@ -24,7 +24,7 @@ SEEDS = range(1, 101)
 #: choose today.
 CAUGHT_BY = {
     "receipt-before-durable": 2,
-    "skip-sequence-store": 27,
+    "skip-sequence-store": 49,
     "read-past-open-txn": 1,
     "split-commit-marker": 1,
     "lost-partition-registration": 5,
