@@ -17,6 +17,10 @@ from wire.pulsar_api_pb2 import BaseCommand, ServerError
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: Server options that keep what subscriptions acknowledged (retention without limits): for tests that read every
+#: message back from the start after a kill (by default a topic deletes acknowledged data when it loads, as Pulsar's).
+KEEP_ACKNOWLEDGED = ("--default-retention-time-in-minutes", "-1", "--default-retention-size-in-mb", "-1")
+
 
 def first_answer(port: int, deadline: float, alive: Callable[[], bool]) -> tuple[float, float]:
     """Wait until a broker on 127.0.0.1:``port`` answers CONNECT; (accepted, answered) as ``time.monotonic()`` values.

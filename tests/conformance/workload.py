@@ -33,7 +33,7 @@ from pulsar_txn_proxy.conformance.framework import admin_call, wait_for_admin  #
 from tests.conformance.checker import CheckResult, check, load, table  # noqa: E402
 from tests.conformance.pulsar_standalone import PulsarStandalone  # noqa: E402
 from tests.maven import jar_classpath  # noqa: E402
-from tests.server_process import ServerProcess  # noqa: E402
+from tests.server_process import KEEP_ACKNOWLEDGED, ServerProcess  # noqa: E402
 
 JAVA_DIR = Path(__file__).resolve().parent / "workload"
 MAIN_CLASS = "dev.pulsartxnproxy.conformance.Workload"
@@ -124,8 +124,10 @@ def _crash_schedule(settings: Settings, crash_restart: Callable[[], None], error
 
 @contextmanager
 def endpoint(data_dir: Path) -> Iterator[tuple[str, str, Callable[[], None]]]:
-    """This endpoint with its admin API and deduplication (so that resends after a crash are not duplicates)."""
-    proc = ServerProcess(data_dir, "--deduplication")
+    """This endpoint with its admin API, deduplication (so that resends after a crash are not duplicates) and
+    unlimited retention: the final read checks every committed message from the start, and by default a topic
+    deletes what its subscriptions acknowledged when it loads again after the kill."""
+    proc = ServerProcess(data_dir, "--deduplication", *KEEP_ACKNOWLEDGED)
     proc.start(timeout=60)
     wait_for_admin(proc.admin_url)
 

@@ -34,7 +34,7 @@ import pulsar
 
 from tests.conftest import make_client
 from tests.fuzz.mutator import Mutator
-from tests.server_process import ServerProcess
+from tests.server_process import KEEP_ACKNOWLEDGED, ServerProcess
 from wire.commands import frame, payload_of
 from wire.framing import FrameDecoder, ProtocolError
 from wire.pulsar_api_pb2 import BaseCommand
@@ -307,10 +307,6 @@ def abort_transactions(port: int, txns: list[tuple[int, int]], timeout: float = 
             if not data:
                 raise RuntimeError("the server closed the connection that aborts the fuzzer's transactions")
             answered += sum(item.command.type == T.END_TXN_RESPONSE for item in decoder.feed(data))
-
-
-#: Server options that keep acknowledged messages (retention without limits), so the witness's can be read back.
-KEEP_ACKNOWLEDGED = ("--default-retention-time-in-minutes", "-1", "--default-retention-size-in-mb", "-1")
 
 
 def run(server: ServerProcess, frames: int, seed: int, sessions: int = 4, seconds: float | None = None) -> Figures:

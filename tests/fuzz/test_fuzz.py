@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.conftest import Server
-from tests.fuzz.harness import KEEP_ACKNOWLEDGED, run
-from tests.server_process import ServerProcess
+from tests.fuzz.harness import run
+from tests.server_process import KEEP_ACKNOWLEDGED, ServerProcess
 
 #: Seconds of fuzzing in the default test run (``make fuzz`` runs 1,000,000 frames).
 BUDGET_SECONDS = 30
