@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
+
 from wire.commands import frame
 from wire.framing import FrameDecoder, ProtocolError
 from wire.pulsar_api_pb2 import BaseCommand, ServerError
@@ -53,6 +55,20 @@ def first_answer(port: int, deadline: float, alive: Callable[[], bool]) -> tuple
     raise RuntimeError(f"nothing answered CONNECT on port {port} in time")
 
 
+def _listens_on(pid: int, port: int) -> bool:
+    """Whether process ``pid`` (or a child of it: a test may wrap the server) listens on TCP ``port``."""
+    try:
+        parent = psutil.Process(pid)
+        processes = [parent, *parent.children(recursive=True)]
+        return any(
+            c.status == psutil.CONN_LISTEN and c.laddr.port == port
+            for process in processes
+            for c in process.net_connections(kind="tcp")
+        )
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _answers_connect(command: BaseCommand) -> bool:
     """CONNECTED, or the refusal of a server that requires credentials (the probe has none): it is serving."""
     if command.type == BaseCommand.CONNECTED:
@@ -60,11 +76,14 @@ def _answers_connect(command: BaseCommand) -> bool:
     return command.type == BaseCommand.ERROR and command.error.error == ServerError.AuthenticationError
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_port(avoid: set[int] | frozenset[int] = frozenset()) -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (and is none of ``avoid``)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in avoid:
+            return port
 
 
 class ServerProcess:
@@ -73,12 +92,14 @@ class ServerProcess:
     def __init__(self, data_dir: Path, *extra: str, port: int | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.extra = list(extra)
-        self.port = port or free_port()
-        self.admin_port = free_port()
-        if "--admin-port" in self.extra:
+        #: Whether the ports were picked here (free a moment ago): taken by another process meanwhile, they are
+        #: picked again at start; a port the caller chose is kept.
+        self._picked_port = port is None
+        self._picked_admin_port = "--admin-port" not in self.extra
+        self.port, self.admin_port = port or 0, 0
+        if not self._picked_admin_port:
             self.admin_port = int(self.extra[self.extra.index("--admin-port") + 1])
-        else:
-            self.extra += ["--admin-port", str(self.admin_port)]
+        self._pick_ports()
         self.process: subprocess.Popen[bytes] | None = None
         #: What runs the command line (``serve`` and its options follow): a test may wrap the server.
         self.launcher = [sys.executable, "-m", "proxy"]
@@ -95,27 +116,72 @@ class ServerProcess:
     def url(self) -> str:
         return f"pulsar://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 15.0) -> ServerProcess:
-        """Start and wait until the server answers CONNECT (``startup_seconds``: until it accepted a connection)."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        command = [
+    def _pick_ports(self) -> None:
+        """Pick the ports not given by the caller, distinct from each other and from the caller's."""
+        taken = {self.port, self.admin_port} - {0}
+        if self._picked_port:
+            self.port = free_port(taken)
+            taken.add(self.port)
+        if self._picked_admin_port:
+            self.admin_port = free_port(taken)
+
+    def _command(self) -> list[str]:
+        admin = ["--admin-port", str(self.admin_port)] if self._picked_admin_port else []
+        return [
             *self.launcher, "serve", "--host", "127.0.0.1", "--port", str(self.port),
-            "--data-dir", str(self.data_dir), "--advertised-address", "127.0.0.1", *self.extra,
+            "--data-dir", str(self.data_dir), "--advertised-address", "127.0.0.1", *admin, *self.extra,
         ]
+
+    def start(self, timeout: float = 15.0) -> ServerProcess:
+        """Start and wait until the server answers CONNECT (``startup_seconds``: until it accepted a connection).
+
+        A port picked here that another process took between the pick and the server's bind (tests run in parallel
+        workers) makes the server exit, or serve without its admin API, or the probe reach the other process: the
+        server is then started again on new ports, up to three times.
+        """
+        for attempt in range(3):
+            lost = self._start_once(timeout)
+            if lost is None:
+                return self
+            if attempt == 2:
+                raise RuntimeError(f"server could not listen on its ports ({lost}):\n{self.log()}")
+            self._pick_ports()
+        return self
+
+    def _start_once(self, timeout: float) -> str | None:
+        """Start and wait for the answer to CONNECT; what went wrong with a port picked here (then not running)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it open)
         began = time.monotonic()
-        process = self.process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        process = self.process = subprocess.Popen(self._command(), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         try:
             accepted, answered = first_answer(self.port, began + timeout, lambda: process.poll() is None)
         except RuntimeError as exc:
-            if process.poll() is not None:
-                raise RuntimeError(f"server exited with {process.returncode}:\n{self.log()}") from None
+            if process.poll() is None:
+                self.kill()
+                raise RuntimeError(f"server did not start within {timeout} s ({exc}):\n{self.log()}") from None
+            if self._picked_port and f"cannot listen on 127.0.0.1:{self.port}:" in self._log_since(log_start):
+                self.process = None
+                return f"port {self.port} taken"
+            raise RuntimeError(f"server exited with {process.returncode}:\n{self.log()}") from None
+        lost = None
+        if self._picked_port and not _listens_on(process.pid, self.port):
+            lost = f"another process answered on port {self.port}"
+        elif self._picked_admin_port and "admin API disabled: cannot listen" in self._log_since(log_start):
+            lost = f"admin port {self.admin_port} taken"
+        if lost is not None:
             self.kill()
-            raise RuntimeError(f"server did not start within {timeout} s ({exc}):\n{self.log()}") from None
+            return lost
         self.startup_seconds = accepted - began
         self.ready_seconds = answered - began
-        return self
+        return None
+
+    def _log_since(self, offset: int) -> str:
+        with open(self.log_path, "rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
 
     def stop(self, timeout: float = 10.0) -> int:
         """SIGTERM and wait; returns the exit code."""
