@@ -96,7 +96,7 @@ def _namespace_of(topic: str) -> str:
     return TopicName.parse(topic).namespace_name
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class TxnMeta:
     """What a coordinator knows of one transaction."""
 
@@ -157,6 +157,8 @@ class Coordinators:
         self.end_delay_ms = end_delay_ms
         #: When each OPEN transaction times out.
         self.timeouts: DeadlineTracker[TxnId] = DeadlineTracker(self.clock, self._expire)
+        #: Transactions not yet ended, of all coordinators (the broker asks at every group commit).
+        self._live = 0
         #: (topic, subscription) -> coordinator id -> low-water mark. As Pulsar's pending-ack handles, a subscription
         #: learns marks from the ends of its transactions once it took a transactional acknowledgement (in memory).
         self.pending_ack_marks: dict[tuple[str, str], dict[int, int]] = {}
@@ -214,6 +216,7 @@ class Coordinators:
         txn = TxnId(tc_id, coordinator.sequence)
         meta = TxnMeta(txn, TxnStatus.OPEN, now_ms(self.clock), timeout_ms, owner=owner)
         coordinator.txns[txn.least] = meta
+        self._live += 1
         coordinator.stats.created += 1
         # The log's JSON text, written out directly (json.dumps of a dict costs several times more, per transaction).
         text = f'{{"op": "open", "opened_ms": {meta.opened_ms}, "timeout_ms": {timeout_ms}'
@@ -385,7 +388,8 @@ class Coordinators:
             return
         coordinator = self.coordinators[meta.txn.most]
         meta.status = ENDED[action]
-        coordinator.txns.pop(meta.txn.least, None)
+        if coordinator.txns.pop(meta.txn.least, None) is not None:
+            self._live -= 1
         if action is TxnAction.COMMIT:
             coordinator.stats.committed += 1
         else:
@@ -473,6 +477,7 @@ class Coordinators:
                     meta.subscription_names.setdefault(record["topic"], record["name"])
             elif record["op"] == "status":
                 meta.status = TxnStatus(record["status"])
+        self._live = sum(len(c.txns) for c in self.coordinators)
         now = now_ms(self.clock)
         for coordinator in self.coordinators:
             for meta in list(coordinator.txns.values()):
@@ -486,5 +491,5 @@ class Coordinators:
     # -- figures ------------------------------------------------------------------------------
 
     def active(self) -> int:
-        """Transactions not yet ended."""
-        return sum(len(c.txns) for c in self.coordinators)
+        """Transactions not yet ended (counted as they open and end: the broker asks at every group commit)."""
+        return self._live
