@@ -202,6 +202,10 @@ class PulsarConnection(protocol.Protocol):
         #: Sends not answered yet, and whether reading is paused because of them (publish back-pressure).
         self._pending_sends = 0
         self._reading_paused = False
+        #: Plain SENDs of one producer read in a row and checked, not yet published: the run ends (is published in
+        #: one go) at the first frame that is not one of them, and with the read (see :meth:`_end_run`).
+        self._run: list[tuple[int, int | None, MessageBody]] = []
+        self._run_producer: Producer | None = None
         #: Frames written during this reactor turn, sent together at its end (one ``send`` per turn).
         self._outbox: list[bytes] = []
         #: Whether a read is being handled: what it writes is sent when it ends, with no end-of-turn flush.
@@ -317,18 +321,36 @@ class PulsarConnection(protocol.Protocol):
             except StopIteration:
                 break
             except ProtocolError as exc:
+                self._end_run()
                 self.close(f"malformed frame: {exc}")
                 return completed
             completed = True
+            command = item.command
             try:
-                self._handle(item.command, item.body)
+                if self._run and command.type != T.SEND:
+                    self._end_run()
+                self._handle(command, item.body)
             except ProtocolError as exc:
-                self.close(f"protocol violation in {type_name(item.command.type)}: {exc}")
+                self._end_run()
+                self.close(f"protocol violation in {type_name(command.type)}: {exc}")
             except Exception:
-                log.exception("[%s] failed handling %s", self.peer, type_name(item.command.type))
+                log.exception("[%s] failed handling %s", self.peer, type_name(command.type))
+                self._end_run()
                 self.close("internal error")
         frames.close()
+        self._end_run()
         return completed
+
+    def _end_run(self) -> None:
+        """Publish the run of SENDs read so far (before what comes after them is handled or answered)."""
+        if not self._run:
+            return
+        run, self._run = self._run, []
+        try:
+            self.service.publish_run(self, self._run_producer, run)
+        except Exception:
+            log.exception("[%s] failed handling SEND", self.peer)
+            self.close("internal error")
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:  # noqa: N802
         self.state = State.CLOSED
@@ -668,6 +690,7 @@ class PulsarConnection(protocol.Protocol):
         message = parse_body(body)
         sequence_id = send.sequence_id
         if not message.checksum_ok:
+            self._end_run()
             self.send(
                 T.SEND_ERROR,
                 producer_id=producer.producer_id,
@@ -682,7 +705,14 @@ class PulsarConnection(protocol.Protocol):
             # As Pulsar: stop reading from a client that sends faster than its entries become durable.
             self._reading_paused = True
             self.transport.pauseProducing()
-        self.service.publish(self, producer, send, message, sequence_id, highest)
+        if send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits"):
+            self._end_run()
+            self.service.publish(self, producer, send, message, sequence_id, highest)
+            return
+        if producer is not self._run_producer:
+            self._end_run()
+            self._run_producer = producer
+        self._run.append((sequence_id, highest, message))
 
     def receipt(self, producer: Producer, sequence_id: int, highest: int | None, result: int | BrokerError) -> None:
         """Answer a SEND once its entry is durable (or it failed); ``highest`` is the SEND's highest sequence id."""
@@ -704,6 +734,38 @@ class PulsarConnection(protocol.Protocol):
         else:
             ledger, entry = producer.topic.ledger_id, result  # type: ignore[union-attr]
         self.write(self._receipts.encode(producer.producer_id, sequence_id, ledger, entry, highest))
+
+    def receipts(
+        self, producer: Producer, sends: list[tuple[int, int | None]], results: list[int | BrokerError] | BrokerError
+    ) -> None:
+        """Answer a run of SENDs ``(sequence id, highest sequence id)`` once durable, as :meth:`receipt` answers
+        each: ``results`` holds each one's entry id, ``DUPLICATE`` or error, or is the error of them all."""
+        self._pending_sends -= len(sends)
+        if self._reading_paused and self._pending_sends <= MAX_PENDING_SENDS // 2 and self.state is not State.CLOSED:
+            self._reading_paused = False
+            self.transport.resumeProducing()
+        if isinstance(results, BrokerError):
+            results = [results] * len(sends)
+        ledger = producer.topic.ledger_id  # type: ignore[union-attr]
+        producer_id = producer.producer_id
+        encode = self._receipts.encode
+        frames = []
+        for (sequence_id, highest), result in zip(sends, results, strict=True):
+            if isinstance(result, BrokerError):
+                frames.append(
+                    frame(
+                        T.SEND_ERROR,
+                        producer_id=producer_id,
+                        sequence_id=sequence_id,
+                        error=result.code,
+                        message=result.message,
+                    )
+                )
+            elif result == DUPLICATE:
+                frames.append(encode(producer_id, sequence_id, NO_ID, NO_ID, highest))
+            else:
+                frames.append(encode(producer_id, sequence_id, ledger, result, highest))
+        self.write(b"".join(frames))
 
     def _on_close_producer(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.close_producer

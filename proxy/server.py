@@ -23,7 +23,7 @@ from proxy.listeners import Listeners, unknown_listener
 from proxy.transactions import check_transactional_send
 from wire.framing import MessageBody
 from wire.message_id import MessageId, signed64
-from wire.pulsar_api_pb2 import CommandSeek, CommandSend, CommandSubscribe, Schema, ServerError
+from wire.pulsar_api_pb2 import CommandSeek, CommandSend, CommandSubscribe, MessageMetadata, Schema, ServerError
 
 if TYPE_CHECKING:
     from engine.topic import Producer
@@ -208,6 +208,42 @@ class BrokerService:
             partial(connection.receipt, producer, sequence_id, highest),
             txn,
         )
+
+    def publish_run(
+        self,
+        connection: PulsarConnection,
+        producer: Producer,
+        run: list[tuple[int, int | None, MessageBody]],
+    ) -> None:
+        """Publish plain (non-transactional) SENDs one producer sent in a row, ``(sequence id, highest sequence id or
+        None, body)`` each, as :meth:`publish` would one by one: what is refused is answered at once, the rest in one
+        :meth:`engine.topic.Topic.publish_run` whose receipts go out together once durable."""
+        topic = producer.topic
+        assert topic is not None
+        if isinstance(topic, NonPersistentTopic):
+            for sequence_id, highest, message in run:
+                connection.receipt(producer, sequence_id, highest, MESSAGE_ID)
+                topic.publish(producer, message.body, message.metadata)
+            return
+        limit = topic.broker.namespaces.max_message_size(topic.name)
+        answered: list[tuple[int, int | None]] = []
+        sends: list[tuple[int, int, bytes, MessageMetadata]] = []
+        for sequence_id, highest, message in run:
+            if limit and len(message.body) > limit and not message.metadata.HasField("chunk_id"):
+                connection.receipt(producer, sequence_id, highest, BrokerError(ServerError.NotAllowedError, _TOO_LARGE))
+                continue
+            answered.append((sequence_id, highest))
+            # Deduplication compares sequence ids as Java longs; the receipt echoes them as they came.
+            sends.append(
+                (
+                    signed64(sequence_id),
+                    -1 if highest is None else signed64(highest),
+                    message.body,
+                    message.metadata,
+                )
+            )
+        if sends:
+            topic.publish_run(producer, sends, partial(connection.receipts, producer, answered))
 
     # -- consuming -----------------------------------------------------------------------------
 
