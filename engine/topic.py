@@ -494,6 +494,7 @@ class Topic(ProducerHost):
         name = producer.name
         cache, store, topic_id, txn_buffer = self._cache, self.store, self.topic_id, self.txn_buffer
         staged = False
+        messages = size = 0
         results: list[int | BrokerError] = []
         for sequence_id, highest_sequence_id, body, metadata in sends:
             if max_size is not None and len(body) > max_size:
@@ -524,16 +525,17 @@ class Topic(ProducerHost):
             if not staged:
                 self.broker.staged(self)
                 staged = True
-            size = len(body)
-            self.messages_in += entry.num_messages
-            self.bytes_in += size
-            producer.messages_in += entry.num_messages
-            producer.bytes_in += size
+            messages += entry.num_messages
+            size += len(body)
             if entry.txn is not None:
                 txn_buffer.appended(entry)
             else:
                 txn_buffer.plain_appended()
             results.append(entry.entry_id)
+        self.messages_in += messages
+        self.bytes_in += size
+        producer.messages_in += messages
+        producer.bytes_in += size
         return results
 
     def _deduplicating(self) -> bool:

@@ -437,6 +437,12 @@ class PulsarConnection(protocol.Protocol):
     def _handle(self, command: BaseCommand, body: bytes | None) -> None:
         check_command(command)
         kind = command.type
+        if kind == T.SEND and self.state is State.CONNECTED:
+            # The most frequent command, first: what the general path below checks, for a SEND.
+            if not command.send.IsInitialized():
+                raise ProtocolError("required fields are missing")
+            self._on_send(command, body)
+            return
         if self.state is State.AWAITING_CONNECT:
             if kind != T.CONNECT:
                 raise ProtocolError(f"{type_name(kind)} before CONNECT")
@@ -683,7 +689,12 @@ class PulsarConnection(protocol.Protocol):
     def _on_send(self, command: BaseCommand, body: bytes | None) -> None:
         send = command.send
         producer = self.producers.get(send.producer_id)
-        if producer is None or producer.topic is None or producer not in producer.topic.producers:
+        # A producer with a run going was found ready by the run's first SEND, and only other commands (which end
+        # the run first) change that.
+        if producer is None or not (
+            (self._run and producer is self._run_producer)
+            or (producer.topic is not None and producer in producer.topic.producers)
+        ):
             raise ProtocolError(f"SEND for producer {send.producer_id}, which is not ready on this connection")
         if body is None:
             raise ProtocolError("SEND without a message body")
@@ -746,26 +757,29 @@ class PulsarConnection(protocol.Protocol):
             self.transport.resumeProducing()
         if isinstance(results, BrokerError):
             results = [results] * len(sends)
-        ledger = producer.topic.ledger_id  # type: ignore[union-attr]
         producer_id = producer.producer_id
-        encode = self._receipts.encode
-        frames = []
-        for (sequence_id, highest), result in zip(sends, results, strict=True):
-            if isinstance(result, BrokerError):
-                frames.append(
-                    frame(
-                        T.SEND_ERROR,
-                        producer_id=producer_id,
-                        sequence_id=sequence_id,
-                        error=result.code,
-                        message=result.message,
+        ledger = producer.topic.ledger_id  # type: ignore[union-attr]
+        encoded = self._receipts.encode_run(producer_id, ledger, sends, results)
+        if encoded is None:  # errors or duplicates among them: each answered as receipt() would
+            frames = []
+            encode = self._receipts.encode
+            for (sequence_id, highest), result in zip(sends, results, strict=True):
+                if isinstance(result, BrokerError):
+                    frames.append(
+                        frame(
+                            T.SEND_ERROR,
+                            producer_id=producer_id,
+                            sequence_id=sequence_id,
+                            error=result.code,
+                            message=result.message,
+                        )
                     )
-                )
-            elif result == DUPLICATE:
-                frames.append(encode(producer_id, sequence_id, NO_ID, NO_ID, highest))
-            else:
-                frames.append(encode(producer_id, sequence_id, ledger, result, highest))
-        self.write(b"".join(frames))
+                elif result == DUPLICATE:
+                    frames.append(encode(producer_id, sequence_id, NO_ID, NO_ID, highest))
+                else:
+                    frames.append(encode(producer_id, sequence_id, ledger, result, highest))
+            encoded = b"".join(frames)
+        self.write(encoded)
 
     def _on_close_producer(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.close_producer
