@@ -22,8 +22,8 @@ from proxy.connection import ConnectionTimeouts, PulsarConnection, sticky_ranges
 from proxy.listeners import Listeners, unknown_listener
 from proxy.transactions import check_transactional_send
 from wire.framing import MessageBody
-from wire.message_id import MessageId, signed64
-from wire.pulsar_api_pb2 import CommandSeek, CommandSend, CommandSubscribe, MessageMetadata, Schema, ServerError
+from wire.message_id import INT64_MAX, MessageId, signed64
+from wire.pulsar_api_pb2 import CommandSeek, CommandSend, CommandSubscribe, Schema, ServerError
 
 if TYPE_CHECKING:
     from engine.topic import Producer
@@ -226,24 +226,33 @@ class BrokerService:
                 topic.publish(producer, message.body, message.metadata)
             return
         limit = topic.broker.namespaces.max_message_size(topic.name)
-        answered: list[tuple[int, int | None]] = []
-        sends: list[tuple[int, int, bytes, MessageMetadata]] = []
-        for sequence_id, highest, message in run:
-            if limit and len(message.body) > limit and not message.metadata.HasField("chunk_id"):
-                connection.receipt(producer, sequence_id, highest, BrokerError(ServerError.NotAllowedError, _TOO_LARGE))
-                continue
-            answered.append((sequence_id, highest))
-            # Deduplication compares sequence ids as Java longs; the receipt echoes them as they came.
-            sends.append(
-                (
-                    signed64(sequence_id),
-                    -1 if highest is None else signed64(highest),
-                    message.body,
-                    message.metadata,
-                )
+        if limit:
+            run = [item for item in run if not self._refused_as_too_large(connection, producer, item, limit)]
+            if not run:
+                return
+        # Deduplication compares sequence ids as Java longs; the receipts echo them as they came.
+        sends = [
+            (
+                sequence_id if sequence_id <= INT64_MAX else signed64(sequence_id),
+                -1 if highest is None else highest if highest <= INT64_MAX else signed64(highest),
+                message.body,
+                message.metadata,
             )
-        if sends:
-            topic.publish_run(producer, sends, partial(connection.receipts, producer, answered))
+            for sequence_id, highest, message in run
+        ]
+        answered = [(sequence_id, highest) for sequence_id, highest, _ in run]
+        topic.publish_run(producer, sends, partial(connection.receipts, producer, answered))
+
+    @staticmethod
+    def _refused_as_too_large(
+        connection: PulsarConnection, producer: Producer, send: tuple[int, int | None, MessageBody], limit: int
+    ) -> bool:
+        """Answer a SEND larger than its topic's max message size (a chunk is not), as Pulsar does; whether it was."""
+        sequence_id, highest, message = send
+        if len(message.body) <= limit or message.metadata.HasField("chunk_id"):
+            return False
+        connection.receipt(producer, sequence_id, highest, BrokerError(ServerError.NotAllowedError, _TOO_LARGE))
+        return True
 
     # -- consuming -----------------------------------------------------------------------------
 
