@@ -476,7 +476,7 @@ class Topic(ProducerHost):
         One call and one completion serve the whole run, and the policies are read once for it.
         """
         if self.terminated is not None:
-            self.broker.after_commit(done, self._terminated_error())
+            self.broker.after_commit(done, [self._terminated_error()] * len(sends))
             return
         self.broker.after_commit(done, self._stage(producer, sends, None))
 

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+from engine.broker import Broker, InlineCommits
+from engine.clock import ManualClock
+from engine.errors import BrokerError
+from engine.store import Store
+from engine.topic import AccessMode, Producer
 from pulsar_txn_proxy.conformance.raw import RawConnection
 from tests.conftest import Server
 from tests.server_process import ServerProcess
@@ -86,3 +92,43 @@ def test_a_transactional_send_between_plain_ones_keeps_its_place(server: ServerP
     assert [
         (r.sequence_id, r.message_id.entryId, r.highest_sequence_id) for r in (a.send_receipt for a in answers)
     ] == [(0, 0, NO_ID), (1, 1, 0), (2, 3, NO_ID)]
+
+
+def test_a_run_is_answered_and_counted_message_by_message(tmp_path: Path) -> None:
+    """Engine level: a run's results are each message's, as publish gives them (a terminated topic refuses each);
+    the publish latency histogram counts the run's messages, not its one completion."""
+    clock = ManualClock()
+    broker = Broker(Store(tmp_path / "store.sqlite"), clock, commits=InlineCommits())
+    topic = broker.topic("persistent://public/default/runs")
+    producer = Producer(1, "p", AccessMode.SHARED, 0, _Sink())
+    topic.add_producer(producer)
+
+    def sends(first: int, count: int) -> list[tuple[int, int, bytes, MessageMetadata]]:
+        metas = [MessageMetadata(producer_name="p", sequence_id=s, publish_time=1) for s in range(first, first + count)]
+        return [(m.sequence_id, -1, make_body(m, b"m"), m) for m in metas]
+
+    single: list[object] = []
+    for seq, highest, body, meta in sends(0, 2):
+        topic.publish(producer, seq, highest, body, meta, single.append)
+    clock.advance(0)
+    runs: list[object] = []
+    topic.publish_run(producer, sends(2, 3), runs.append)
+    clock.advance(0)
+    assert single == [0, 1]
+    assert runs == [[2, 3, 4]]
+    assert broker.stats.publish_latency.count == 5
+    broker.terminate(topic)
+    topic.publish_run(producer, sends(5, 2), runs.append)
+    clock.advance(0)
+    refused = runs[-1]
+    assert isinstance(refused, list) and len(refused) == 2
+    assert all(isinstance(r, BrokerError) and r.code == ServerError.TopicTerminatedError for r in refused)
+    assert broker.stats.publish_latency.count == 7
+
+
+class _Sink:
+    def close_producer(self, producer: Producer) -> None:
+        pass
+
+    def producer_ready(self, producer: Producer) -> None:
+        pass
