@@ -727,24 +727,7 @@ class PulsarConnection(protocol.Protocol):
 
     def receipt(self, producer: Producer, sequence_id: int, highest: int | None, result: int | BrokerError) -> None:
         """Answer a SEND once its entry is durable (or it failed); ``highest`` is the SEND's highest sequence id."""
-        self._pending_sends -= 1
-        if self._reading_paused and self._pending_sends <= MAX_PENDING_SENDS // 2 and self.state is not State.CLOSED:
-            self._reading_paused = False
-            self.transport.resumeProducing()
-        if isinstance(result, BrokerError):
-            self.send(
-                T.SEND_ERROR,
-                producer_id=producer.producer_id,
-                sequence_id=sequence_id,
-                error=result.code,
-                message=result.message,
-            )
-            return
-        if result == DUPLICATE:
-            ledger = entry = NO_ID
-        else:
-            ledger, entry = producer.topic.ledger_id, result  # type: ignore[union-attr]
-        self.write(self._receipts.encode(producer.producer_id, sequence_id, ledger, entry, highest))
+        self.receipts(producer, [(sequence_id, highest)], [result])
 
     def receipts(
         self, producer: Producer, sends: list[tuple[int, int | None]], results: list[int | BrokerError] | BrokerError
