@@ -2,8 +2,9 @@
 
 The server runs in process (``build_server`` on a ``MemoryReactorClock``, the real SQLite store, commits inline) and
 is fed pre-encoded SENDs of 100-byte messages in reads of 400 frames (``--batch N``: SENDs of N-message batches, in
-reads of 40), each read followed by its commit. valgrind counts the instructions of feeding all the SENDs built and
-of feeding a sixth of them; the difference per SEND is the figure (start-up and frame building cancel out).
+reads of 40; ``--per-read N``: N frames a read), each read followed by its commit. valgrind counts the instructions
+of feeding all the SENDs built and of feeding a sixth of them; the difference per SEND is the figure (start-up and
+frame building cancel out).
 
 Run: ``python bench/send_instructions.py [--batch 100] CHECKOUT [CHECKOUT...]`` (each checkout with its own
 ``.venv``; needs ``valgrind``). Alone, ``python bench/send_instructions.py --feed BUILT FED`` is the fed process.
@@ -23,7 +24,7 @@ from pathlib import Path
 BUILT, SHORT = 12_000, 2_000
 
 
-def feed(built: int, fed: int, batch: int) -> None:
+def feed(built: int, fed: int, batch: int, per_read: int) -> None:
     """Build ``built`` SENDs and feed the first ``fed`` to an in-process server (the checkout in the working
     directory)."""
     sys.path.insert(0, os.getcwd())
@@ -63,7 +64,6 @@ def feed(built: int, fed: int, batch: int) -> None:
     payload = b"x" * 100
     if batch:
         payload = build_batch([(SingleMessageMetadata(payload_size=100), b"x" * 100)] * batch)
-    per_read = 40 if batch else 400
     reads = []
     for start in range(0, built, per_read):
         frames = []
@@ -80,12 +80,12 @@ def feed(built: int, fed: int, batch: int) -> None:
         transport.clear()
 
 
-def instructions(checkout: Path, built: int, fed: int, batch: int) -> int:
+def instructions(checkout: Path, built: int, fed: int, batch: int, per_read: int) -> int:
     """The instructions valgrind counts for one fed process of ``checkout``."""
     command = [
         "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
         str(checkout / ".venv" / "bin" / "python"), str(Path(__file__).resolve()),
-        "--feed", str(built), str(fed), "--batch", str(batch),
+        "--feed", str(built), str(fed), "--batch", str(batch), "--per-read", str(per_read),
     ]  # fmt: skip
     result = subprocess.run(command, cwd=checkout, capture_output=True, text=True, check=True)
     match = re.search(r"I\s+refs:\s+([\d,]+)", result.stderr)
@@ -98,15 +98,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkouts", nargs="*", type=Path)
     parser.add_argument("--batch", type=int, default=0, help="messages per SEND (0: non-batched)")
+    parser.add_argument("--per-read", type=int, help="SENDs per read (default 400, batched 40)")
     parser.add_argument("--feed", nargs=2, type=int, metavar=("BUILT", "FED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    per_read = args.per_read or (40 if args.batch else 400)
     if args.feed:
-        feed(*args.feed, args.batch)
+        feed(*args.feed, args.batch, per_read)
         return
     built, short = (BUILT, SHORT) if not args.batch else (BUILT // 10, SHORT // 10)
     for checkout in args.checkouts:
         checkout = checkout.resolve()
-        count = instructions(checkout, built, built, args.batch) - instructions(checkout, built, short, args.batch)
+        count = instructions(checkout, built, built, args.batch, per_read) - instructions(
+            checkout, built, short, args.batch, per_read
+        )
         kind = f"SEND of {args.batch} messages" if args.batch else "non-batched SEND"
         print(f"{checkout}: {count // (built - short):,} instructions per {kind}", flush=True)
 

@@ -727,42 +727,49 @@ class PulsarConnection(protocol.Protocol):
 
     def receipt(self, producer: Producer, sequence_id: int, highest: int | None, result: int | BrokerError) -> None:
         """Answer a SEND once its entry is durable (or it failed); ``highest`` is the SEND's highest sequence id."""
-        self.receipts(producer, [(sequence_id, highest)], [result])
+        self._answered(1)
+        self.write(self._answer(producer, sequence_id, highest, result))
 
     def receipts(
         self, producer: Producer, sends: list[tuple[int, int | None]], results: list[int | BrokerError] | BrokerError
     ) -> None:
         """Answer a run of SENDs ``(sequence id, highest sequence id)`` once durable, as :meth:`receipt` answers
         each: ``results`` holds each one's entry id, ``DUPLICATE`` or error, or is the error of them all."""
-        self._pending_sends -= len(sends)
+        self._answered(len(sends))
+        if isinstance(results, BrokerError):
+            results = [results] * len(sends)
+        ledger = producer.topic.ledger_id  # type: ignore[union-attr]
+        encoded = self._receipts.encode_run(producer.producer_id, ledger, sends, results)
+        if encoded is None:  # errors or duplicates among them: each answered alone
+            answer = self._answer
+            encoded = b"".join(
+                answer(producer, sequence_id, highest, result)
+                for (sequence_id, highest), result in zip(sends, results, strict=True)
+            )
+        self.write(encoded)
+
+    def _answered(self, count: int) -> None:
+        """``count`` sends are answered: read again once few enough are left (publish back-pressure)."""
+        self._pending_sends -= count
         if self._reading_paused and self._pending_sends <= MAX_PENDING_SENDS // 2 and self.state is not State.CLOSED:
             self._reading_paused = False
             self.transport.resumeProducing()
-        if isinstance(results, BrokerError):
-            results = [results] * len(sends)
-        producer_id = producer.producer_id
-        ledger = producer.topic.ledger_id  # type: ignore[union-attr]
-        encoded = self._receipts.encode_run(producer_id, ledger, sends, results)
-        if encoded is None:  # errors or duplicates among them: each answered as receipt() would
-            frames = []
-            encode = self._receipts.encode
-            for (sequence_id, highest), result in zip(sends, results, strict=True):
-                if isinstance(result, BrokerError):
-                    frames.append(
-                        frame(
-                            T.SEND_ERROR,
-                            producer_id=producer_id,
-                            sequence_id=sequence_id,
-                            error=result.code,
-                            message=result.message,
-                        )
-                    )
-                elif result == DUPLICATE:
-                    frames.append(encode(producer_id, sequence_id, NO_ID, NO_ID, highest))
-                else:
-                    frames.append(encode(producer_id, sequence_id, ledger, result, highest))
-            encoded = b"".join(frames)
-        self.write(encoded)
+
+    def _answer(self, producer: Producer, sequence_id: int, highest: int | None, result: int | BrokerError) -> bytes:
+        """The SEND_RECEIPT (or SEND_ERROR) frame of one SEND's ``result``: its entry id, DUPLICATE or its error."""
+        if isinstance(result, BrokerError):
+            return frame(
+                T.SEND_ERROR,
+                producer_id=producer.producer_id,
+                sequence_id=sequence_id,
+                error=result.code,
+                message=result.message,
+            )
+        if result == DUPLICATE:
+            ledger = entry = NO_ID
+        else:
+            ledger, entry = producer.topic.ledger_id, result  # type: ignore[union-attr]
+        return self._receipts.encode(producer.producer_id, sequence_id, ledger, entry, highest)
 
     def _on_close_producer(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.close_producer
