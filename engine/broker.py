@@ -451,7 +451,8 @@ class Broker:
         if self._failed_commits:
             log.warning("the store is writable again after %d failed commits", self._failed_commits)
             self._failed_commits = 0
-        self.stats.flushed(len(completions))
+        # A run of SENDs (engine.topic.Topic.publish_run) completes with a list: one publish per item.
+        self.stats.flushed(sum(len(value) if type(value) is list else 1 for _, value in completions))
         for callback, value in completions:
             callback(value)
         for topic in topics:

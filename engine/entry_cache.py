@@ -28,8 +28,10 @@ class CacheBudget:
 
     def charge(self, cache: EntryCache, size: int) -> None:
         self.used += size
-        self._caches[cache] = None
-        self._caches.move_to_end(cache)
+        try:
+            self._caches.move_to_end(cache)  # the cache appended to last (one lookup, where it is known)
+        except KeyError:
+            self._caches[cache] = None
 
     def release(self, size: int) -> None:
         self.used -= size

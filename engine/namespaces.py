@@ -249,7 +249,7 @@ class Namespaces:
 
     def max_message_size(self, name: TopicName) -> int:
         """A topic's own max message size in bytes (0: the broker's alone); no namespace policy sets one."""
-        return int(self._topic_policies.get(name.partitioned_parent.full, {}).get("maxMessageSize") or 0)
+        return int(self.limits(name).max_message_size or 0)
 
     def message_ttl(self, name: TopicName) -> int:
         """Seconds after which a topic's unacknowledged messages expire (0: never)."""

@@ -457,41 +457,86 @@ class Topic(ProducerHost):
         A transactional entry (``txn``) stays invisible until its transaction commits.
         """
         if self.terminated is not None:
-            self.broker.after_commit(
-                done, BrokerError(ServerError.TopicTerminatedError, f"Topic {self.name} was already terminated")
-            )
+            self.broker.after_commit(done, self._terminated_error())
             return
+        self.broker.after_commit(
+            done, self._stage(producer, [(sequence_id, highest_sequence_id, body, metadata)], txn)[0]
+        )
+
+    def publish_run(
+        self,
+        producer: Producer,
+        sends: list[tuple[int, int, bytes, MessageMetadata]],
+        done: Callable[[list[int | BrokerError] | BrokerError], None],
+    ) -> None:
+        """Append the plain (non-transactional) messages ``(sequence id, highest sequence id, body, metadata)`` that
+        one producer sent in a row, each as :meth:`publish` does; ``done`` runs once they are durable, with the result
+        of each in order (an entry id, ``DUPLICATE`` or the error of that message), or with the error of the commit.
+
+        One call and one completion serve the whole run, and the policies are read once for it.
+        """
+        if self.terminated is not None:
+            self.broker.after_commit(done, [self._terminated_error()] * len(sends))
+            return
+        self.broker.after_commit(done, self._stage(producer, sends, None))
+
+    def _terminated_error(self) -> BrokerError:
+        return BrokerError(ServerError.TopicTerminatedError, f"Topic {self.name} was already terminated")
+
+    def _stage(
+        self, producer: Producer, sends: list[tuple[int, int, bytes, MessageMetadata]], txn: TxnId | None
+    ) -> list[int | BrokerError]:
+        """Stage each message (in ``txn``, if given) unless it is refused or a duplicate; what each sender is
+        answered once the commit is made: its entry id, ``DUPLICATE`` or the error."""
         max_size = self.broker.namespaces.limits(self.name).max_message_size
-        if max_size is not None and len(body) > max_size:
-            self.broker.after_commit(done, BrokerError(ServerError.NotAllowedError, "Exceed maximum message size"))
-            return
-        if self._deduplicating():
-            highest = max(sequence_id, highest_sequence_id)
-            if sequence_id <= self._sequences.get(producer.name, -1):
-                self.broker.after_commit(done, DUPLICATE)
-                return
-            self._sequences[producer.name] = self._sequences_staged[producer.name] = highest
-            self.store.stage_sequence(self.topic_id, producer.name, highest)
-        if txn is not None and (metadata.txnid_most_bits, metadata.txnid_least_bits) != txn:
-            # Recovery finds transactions through the stored metadata, so it must name the transaction.
-            metadata.txnid_most_bits, metadata.txnid_least_bits = txn
-            body = make_body(metadata, stored_payload(body))
-        elif txn is None and (metadata.HasField("txnid_most_bits") or metadata.HasField("txnid_least_bits")):
-            # A plain SEND whose metadata names a transaction is a plain message, as Pulsar publishes it. Left in,
-            # the transaction buffer (now, and at recovery) would wait for a transaction nobody ends.
-            metadata.ClearField("txnid_most_bits")
-            metadata.ClearField("txnid_least_bits")
-            body = make_body(metadata, stored_payload(body))
-        entry = self._append(body, metadata)
-        self.messages_in += entry.num_messages
-        self.bytes_in += len(body)
-        producer.messages_in += entry.num_messages
-        producer.bytes_in += len(body)
-        if entry.txn is not None:
-            self.txn_buffer.appended(entry)
-        else:
-            self.txn_buffer.plain_appended()
-        self.broker.after_commit(done, entry.entry_id)
+        deduplicating = self._deduplicating()
+        sequences, sequences_staged = self._sequences, self._sequences_staged
+        name = producer.name
+        cache, store, topic_id, txn_buffer = self._cache, self.store, self.topic_id, self.txn_buffer
+        staged = False
+        messages = size = 0
+        results: list[int | BrokerError] = []
+        for sequence_id, highest_sequence_id, body, metadata in sends:
+            if max_size is not None and len(body) > max_size:
+                results.append(BrokerError(ServerError.NotAllowedError, "Exceed maximum message size"))
+                continue
+            if deduplicating:
+                highest = max(sequence_id, highest_sequence_id)
+                if sequence_id <= sequences.get(name, -1):
+                    results.append(DUPLICATE)
+                    continue
+                sequences[name] = sequences_staged[name] = highest
+                store.stage_sequence(topic_id, name, highest)
+            if txn is not None and (metadata.txnid_most_bits, metadata.txnid_least_bits) != txn:
+                # Recovery finds transactions through the stored metadata, so it must name the transaction.
+                metadata.txnid_most_bits, metadata.txnid_least_bits = txn
+                body = make_body(metadata, stored_payload(body))
+            elif txn is None and (metadata.HasField("txnid_most_bits") or metadata.HasField("txnid_least_bits")):
+                # A plain SEND whose metadata names a transaction is a plain message, as Pulsar publishes it. Left
+                # in, the transaction buffer (now, and at recovery) would wait for a transaction nobody ends.
+                metadata.ClearField("txnid_most_bits")
+                metadata.ClearField("txnid_least_bits")
+                body = make_body(metadata, stored_payload(body))
+            # The id is taken once the entry is described: a message that cannot be must not leave a hole in the log.
+            entry = Entry.from_metadata(self.next_entry_id, body, metadata)
+            self.next_entry_id += 1
+            cache.append(entry)
+            store.stage_entry(topic_id, entry.entry_id, entry.publish_time, body)
+            if not staged:
+                self.broker.staged(self)
+                staged = True
+            messages += entry.num_messages
+            size += len(body)
+            if entry.txn is not None:
+                txn_buffer.appended(entry)
+            else:
+                txn_buffer.plain_appended()
+            results.append(entry.entry_id)
+        self.messages_in += messages
+        self.bytes_in += size
+        producer.messages_in += messages
+        producer.bytes_in += size
+        return results
 
     def _deduplicating(self) -> bool:
         generation = self.broker.namespaces.generation

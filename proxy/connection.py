@@ -202,6 +202,10 @@ class PulsarConnection(protocol.Protocol):
         #: Sends not answered yet, and whether reading is paused because of them (publish back-pressure).
         self._pending_sends = 0
         self._reading_paused = False
+        #: Plain SENDs of one producer read in a row and checked, not yet published: the run ends (is published in
+        #: one go) at the first frame that is not one of them, and with the read (see :meth:`_end_run`).
+        self._run: list[tuple[int, int | None, MessageBody]] = []
+        self._run_producer: Producer | None = None
         #: Frames written during this reactor turn, sent together at its end (one ``send`` per turn).
         self._outbox: list[bytes] = []
         #: Whether a read is being handled: what it writes is sent when it ends, with no end-of-turn flush.
@@ -317,18 +321,36 @@ class PulsarConnection(protocol.Protocol):
             except StopIteration:
                 break
             except ProtocolError as exc:
+                self._end_run()
                 self.close(f"malformed frame: {exc}")
                 return completed
             completed = True
+            command = item.command
             try:
-                self._handle(item.command, item.body)
+                if self._run and command.type != T.SEND:
+                    self._end_run()
+                self._handle(command, item.body)
             except ProtocolError as exc:
-                self.close(f"protocol violation in {type_name(item.command.type)}: {exc}")
+                self._end_run()
+                self.close(f"protocol violation in {type_name(command.type)}: {exc}")
             except Exception:
-                log.exception("[%s] failed handling %s", self.peer, type_name(item.command.type))
+                log.exception("[%s] failed handling %s", self.peer, type_name(command.type))
+                self._end_run()
                 self.close("internal error")
         frames.close()
+        self._end_run()
         return completed
+
+    def _end_run(self) -> None:
+        """Publish the run of SENDs read so far (before what comes after them is handled or answered)."""
+        if not self._run:
+            return
+        run, self._run = self._run, []
+        try:
+            self.service.publish_run(self, self._run_producer, run)
+        except Exception:
+            log.exception("[%s] failed handling SEND", self.peer)
+            self.close("internal error")
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:  # noqa: N802
         self.state = State.CLOSED
@@ -415,6 +437,12 @@ class PulsarConnection(protocol.Protocol):
     def _handle(self, command: BaseCommand, body: bytes | None) -> None:
         check_command(command)
         kind = command.type
+        if kind == T.SEND and self.state is State.CONNECTED:
+            # The most frequent command, first: what the general path below checks, for a SEND.
+            if not command.send.IsInitialized():
+                raise ProtocolError("required fields are missing")
+            self._on_send(command, body)
+            return
         if self.state is State.AWAITING_CONNECT:
             if kind != T.CONNECT:
                 raise ProtocolError(f"{type_name(kind)} before CONNECT")
@@ -661,13 +689,19 @@ class PulsarConnection(protocol.Protocol):
     def _on_send(self, command: BaseCommand, body: bytes | None) -> None:
         send = command.send
         producer = self.producers.get(send.producer_id)
-        if producer is None or producer.topic is None or producer not in producer.topic.producers:
+        # A producer with a run going was found ready by the run's first SEND, and only other commands (which end
+        # the run first) change that.
+        if producer is None or not (
+            (self._run and producer is self._run_producer)
+            or (producer.topic is not None and producer in producer.topic.producers)
+        ):
             raise ProtocolError(f"SEND for producer {send.producer_id}, which is not ready on this connection")
         if body is None:
             raise ProtocolError("SEND without a message body")
         message = parse_body(body)
         sequence_id = send.sequence_id
         if not message.checksum_ok:
+            self._end_run()
             self.send(
                 T.SEND_ERROR,
                 producer_id=producer.producer_id,
@@ -682,28 +716,60 @@ class PulsarConnection(protocol.Protocol):
             # As Pulsar: stop reading from a client that sends faster than its entries become durable.
             self._reading_paused = True
             self.transport.pauseProducing()
-        self.service.publish(self, producer, send, message, sequence_id, highest)
+        if send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits"):
+            self._end_run()
+            self.service.publish(self, producer, send, message, sequence_id, highest)
+            return
+        if producer is not self._run_producer:
+            self._end_run()
+            self._run_producer = producer
+        self._run.append((sequence_id, highest, message))
 
     def receipt(self, producer: Producer, sequence_id: int, highest: int | None, result: int | BrokerError) -> None:
         """Answer a SEND once its entry is durable (or it failed); ``highest`` is the SEND's highest sequence id."""
-        self._pending_sends -= 1
+        self._answered(1)
+        self.write(self._answer(producer, sequence_id, highest, result))
+
+    def receipts(
+        self, producer: Producer, sends: list[tuple[int, int | None]], results: list[int | BrokerError] | BrokerError
+    ) -> None:
+        """Answer a run of SENDs ``(sequence id, highest sequence id)`` once durable, as :meth:`receipt` answers
+        each: ``results`` holds each one's entry id, ``DUPLICATE`` or error, or is the error of them all."""
+        self._answered(len(sends))
+        if isinstance(results, BrokerError):
+            results = [results] * len(sends)
+        ledger = producer.topic.ledger_id  # type: ignore[union-attr]
+        encoded = self._receipts.encode_run(producer.producer_id, ledger, sends, results)
+        if encoded is None:  # errors or duplicates among them: each answered alone
+            answer = self._answer
+            encoded = b"".join(
+                answer(producer, sequence_id, highest, result)
+                for (sequence_id, highest), result in zip(sends, results, strict=True)
+            )
+        self.write(encoded)
+
+    def _answered(self, count: int) -> None:
+        """``count`` sends are answered: read again once few enough are left (publish back-pressure)."""
+        self._pending_sends -= count
         if self._reading_paused and self._pending_sends <= MAX_PENDING_SENDS // 2 and self.state is not State.CLOSED:
             self._reading_paused = False
             self.transport.resumeProducing()
+
+    def _answer(self, producer: Producer, sequence_id: int, highest: int | None, result: int | BrokerError) -> bytes:
+        """The SEND_RECEIPT (or SEND_ERROR) frame of one SEND's ``result``: its entry id, DUPLICATE or its error."""
         if isinstance(result, BrokerError):
-            self.send(
+            return frame(
                 T.SEND_ERROR,
                 producer_id=producer.producer_id,
                 sequence_id=sequence_id,
                 error=result.code,
                 message=result.message,
             )
-            return
         if result == DUPLICATE:
             ledger = entry = NO_ID
         else:
             ledger, entry = producer.topic.ledger_id, result  # type: ignore[union-attr]
-        self.write(self._receipts.encode(producer.producer_id, sequence_id, ledger, entry, highest))
+        return self._receipts.encode(producer.producer_id, sequence_id, ledger, entry, highest)
 
     def _on_close_producer(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.close_producer

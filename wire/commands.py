@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import struct
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from wire.framing import encode_command
@@ -10,6 +12,8 @@ from wire.pulsar_api_pb2 import BaseCommand
 
 #: The BaseCommand field that carries each command type (field number == type value).
 FIELD_OF_TYPE: dict[int, str] = {f.number: f.name for f in BaseCommand.DESCRIPTOR.fields if f.name != "type"}
+
+_HEADER = struct.Struct(">II")
 
 #: uint64 encoding of -1, as the Java broker writes "no entry" positions.
 NO_ID = (1 << 64) - 1
@@ -78,3 +82,27 @@ class ReceiptEncoder:
         self._message_id.entryId = entry_id
         receipt.highest_sequence_id = NO_ID if highest_sequence_id is None else highest_sequence_id
         return encode_command(self._command)
+
+    def encode_run(
+        self, producer_id: int, ledger_id: int, sends: Sequence[tuple[int, int | None]], entry_ids: Sequence[object]
+    ) -> bytes | None:
+        """The frames of the receipts of one producer's SENDs ``(sequence id, highest sequence id)`` stored as
+        ``entry_ids`` in one ledger, joined (as :meth:`encode` each); None if one of ``entry_ids`` is no entry id
+        (an error or a duplicate)."""
+        receipt = self._receipt
+        message_id = self._message_id
+        receipt.producer_id = producer_id
+        message_id.ledgerId = ledger_id
+        serialize = self._command.SerializeToString
+        header = _HEADER.pack
+        frames = []
+        for (sequence_id, highest), entry_id in zip(sends, entry_ids, strict=True):
+            if type(entry_id) is not int or entry_id < 0:
+                return None
+            receipt.sequence_id = sequence_id
+            message_id.entryId = entry_id
+            receipt.highest_sequence_id = NO_ID if highest is None else highest
+            data = serialize()
+            frames.append(header(len(data) + 4, len(data)))
+            frames.append(data)
+        return b"".join(frames)

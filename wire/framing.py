@@ -164,12 +164,15 @@ def parse_body(data: bytes) -> MessageBody:
     Broker entry metadata in front is skipped. A body without a checksum (protocol < 6) gets one.
     """
     try:
-        if data[:2] == _MAGIC_BEM:
+        magic = data[:2]
+        if magic == _MAGIC_BEM:
             (bem_size,) = _U32.unpack_from(data, 2)
             data = data[6 + bem_size :]
-        if data[:2] == _MAGIC_CRC:
+            magic = data[:2]
+        if magic == _MAGIC_CRC:
             (expected,) = _U32.unpack_from(data, 2)
-            checksum_ok = crc32c.crc32c(memoryview(data)[6:]) == expected
+            # A small body is cheaper to copy than to view.
+            checksum_ok = crc32c.crc32c(data[6:] if len(data) < 4096 else memoryview(data)[6:]) == expected
             body = data
         else:
             checksum_ok = True

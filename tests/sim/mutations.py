@@ -27,8 +27,9 @@ def _receipt_before_durable() -> Callable[[], None]:
 
     def after_commit(self: Broker, callback: Callable[[Any], None], value: Any) -> None:
         func = getattr(callback, "func", None)
-        if getattr(func, "__func__", None) is PulsarConnection.receipt and isinstance(value, int):
-            callback(value)  # the receipt, before the entry is durable
+        receipts = (PulsarConnection.receipt, PulsarConnection.receipts)  # one SEND's, a run of SENDs'
+        if getattr(func, "__func__", None) in receipts and isinstance(value, int | list):
+            callback(value)  # the receipts, before the entries are durable
             return
         original(self, callback, value)
 
