@@ -146,3 +146,15 @@ def test_a_seed_run_after_others_in_one_process_gives_its_fresh_trace() -> None:
     run_seed(1917, "sequences-stored-by-earlier-commit")
     run_seed(180)
     assert f"trace {run_seed(5).trace}" == fresh
+
+
+def test_a_scenario_that_loops_stops_at_its_budget_with_a_runaway_verdict() -> None:
+    """With ``producers-kept-after-lost-write`` put back, seed 47's worker keeps its connection after each failed
+    transaction and opens the next at once while the disk is full; every failed commit writes again the records of
+    all the transactions left open, so the run grew without end (CPU and memory). It stops at the budget."""
+    from tests.sim.world import EVENT_BUDGET
+
+    result = run_seed(47, "producers-kept-after-lost-write")
+    assert result.events == EVENT_BUDGET
+    assert result.failures[0].startswith("runaway: 20,000 events"), result.failures
+    assert not run_seed(47).failures

@@ -23,6 +23,7 @@ from typing import Any
 
 from tests.sim.mutations import MUTATIONS, injected
 from tests.sim.scenario import Options, Scenario
+from tests.sim.world import EVENT_BUDGET
 
 #: Runs a shrink may take at most.
 SHRINK_BUDGET = 80
@@ -76,22 +77,24 @@ def run_options(options: Options, mutation: str | None = None, log: bool = False
     try:
         with injected(mutation):
             world = Scenario(options, log=log).run()
+        result = Result(
+            options.seed,
+            world.failures,
+            world.trace_hash(),
+            world.counters,
+            world.sched.events,
+            world.sched.now,
+            options.partitions,
+            options.coordinators,
+        )
+        # Collected before the collector is on again: once on, the next allocation would start a collection of
+        # everything the run allocated (all of it young), and this one would look at all of it again.
+        del world
+        gc.collect()
+        gc.freeze()
     finally:
         if collecting:
             gc.enable()
-    result = Result(
-        options.seed,
-        world.failures,
-        world.trace_hash(),
-        world.counters,
-        world.sched.events,
-        world.sched.now,
-        options.partitions,
-        options.coordinators,
-    )
-    del world
-    gc.collect()
-    gc.freeze()
     return result
 
 
@@ -198,6 +201,8 @@ def campaign(
     done = 0
     #: The least of each measure of :meth:`Result.shape` over the scenarios, and a scenario that had it.
     fewest: dict[str, tuple[float, int]] = {}
+    #: The most events a scenario ran, and that scenario (how far the busiest is from the runaway budget).
+    most_events = (0, 0)
     seeds = [(seed, mutation) for seed in range(first, first + count)]
     pool = multiprocessing.get_context("fork").Pool(jobs) if jobs > 1 else None
     results = pool.imap(_run_seed_job, seeds, chunksize=4) if pool else map(_run_seed_job, seeds)
@@ -205,6 +210,7 @@ def campaign(
         for result in results:
             done += 1
             totals.update(result.counters)
+            most_events = max(most_events, (result.events, -result.seed))
             for name, value in result.shape().items():
                 if name not in fewest or value < fewest[name][0]:
                     fewest[name] = (value, result.seed)
@@ -231,6 +237,8 @@ def campaign(
         for name, (value, seed) in fewest.items():
             if value < MINIMUM[name]:
                 print(f"  TOO SMALL: seed {seed} had {value:g} {name} (each should have {MINIMUM[name]:g})", file=out)
+        events, seed = most_events
+        print(f"  the most events a scenario ran: {events:,} (seed {-seed}; the budget is {EVENT_BUDGET:,})", file=out)
     print(f"{done} scenarios, {failed} failed, {done / elapsed * 60:.0f} scenarios/min", file=out, flush=True)
     return failed
 

@@ -26,6 +26,7 @@ class SimDisk:
         self._image: bytes | None = None
         self.db: sqlite3.Connection | None = None
         self.full = False
+        self._interrupting = False
 
     def open(self) -> sqlite3.Connection:
         """A connection to what was committed before the last crash (the one server's only connection)."""
@@ -33,7 +34,8 @@ class SimDisk:
         if self._image is not None:
             db.deserialize(self._image)
         self.db = db
-        self._apply_limit()
+        if self.full:  # a new connection has no limit
+            self._apply_limit()
         return db
 
     def crash(self) -> None:
@@ -64,10 +66,12 @@ class SimDisk:
         """Abort the write about to run after ``steps`` SQLite VM steps (a crash inside one write)."""
         assert self.db is not None
         self.db.set_progress_handler(lambda: 1, steps)
+        self._interrupting = True
 
     def clear_interrupt(self) -> None:
-        if self.db is not None:
+        if self._interrupting and self.db is not None:
             self.db.set_progress_handler(None, 0)
+        self._interrupting = False
 
 
 class SimStore(Store):

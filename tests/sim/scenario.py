@@ -1019,29 +1019,47 @@ class Scenario:
 
     def run(self) -> World:
         world = self.world
+        try:
+            self._run()
+        except _RunawayError:
+            sched = world.sched
+            world.fail(
+                f"runaway: {sched.events:,} events (the budget) by simulated second {sched.runaway:.3f}, and the "
+                "scenario had not finished: something loops (liveness)"
+            )
+        return world
+
+    def _run_until(self, until: float) -> None:
+        sched = self.world.sched
+        sched.run_until(until)
+        if sched.runaway is not None:
+            raise _RunawayError
+
+    def _run(self) -> None:
+        world = self.world
         o = self.options
         world.start_server()
         Setup(world, "setup").start()
-        world.sched.run_until(2.0)
+        self._run_until(2.0)
         actors: list[Actor] = [SourceProducer(world), TxnProducer(world), PlainConsumer(world)]
         actors += [TransformWorker(world, n) for n in range(o.workers)]
         for actor in actors:
             actor.start()
         world.schedule_faults()
-        world.sched.run_until(o.heal + LIVENESS_SECONDS)
+        self._run_until(o.heal + LIVENESS_SECONDS)
         world.stopping = True
         for actor in actors:
             if isinstance(actor, Subscriber):
                 actor.wake()
-        world.sched.run_until(world.sched.now + SETTLE_SECONDS)
+        self._run_until(world.sched.now + SETTLE_SECONDS)
         # A last crash: the audit reads what the disk kept, and acknowledged messages must not come back.
         world.crash("final crash", final=True)
-        world.sched.run_until(world.sched.now + 1.0)
+        self._run_until(world.sched.now + 1.0)
         auditors = [Auditor(world, IN), Auditor(world, OUT)]
         leftovers = [Leftover(world, "plain", actors[2].sub_type), Leftover(world, "ctp", actors[-1].sub_type)]
         for auditor in [*auditors, *leftovers]:
             auditor.start()
-        world.sched.run_until(world.sched.now + AUDIT_SECONDS)
+        self._run_until(world.sched.now + AUDIT_SECONDS)
         if world.server is not None:
             world.timed_out += sum(c.stats.timed_out for c in world.server.broker.coordinators.coordinators)
         if world.timed_out:
@@ -1049,4 +1067,7 @@ class Scenario:
         from tests.sim.checks import check
 
         check(world, {a.topic: a.inbox for a in auditors}, actors)
-        return world
+
+
+class _RunawayError(Exception):
+    """The scenario used up its budget of events (:data:`tests.sim.world.EVENT_BUDGET`)."""
