@@ -221,7 +221,12 @@ def campaign(
                     break
             if done % 1000 == 0:
                 rate = done / (time.monotonic() - started) * 60
-                print(f"... {done} scenarios, {failed} failed, {rate:.0f} scenarios/min", file=out, flush=True)
+                print(
+                    f"... {done} scenarios (to seed {result.seed}), {failed} failed, {rate:.0f} scenarios/min, "
+                    f"at most {most_events[0]:,} events",
+                    file=out,
+                    flush=True,
+                )
     finally:
         if pool is not None:
             pool.terminate()
