@@ -48,6 +48,8 @@ class Result:
     sim_seconds: float = 0.0
     partitions: int = 0
     coordinators: int = 0
+    #: Whether the run stopped at its budget of events (:data:`tests.sim.world.EVENT_BUDGET`).
+    runaway: bool = False
 
     def shape(self) -> dict[str, float]:
         """What makes the scenario big enough: each is at least its :data:`MINIMUM` in every scenario."""
@@ -86,6 +88,7 @@ def run_options(options: Options, mutation: str | None = None, log: bool = False
             world.sched.now,
             options.partitions,
             options.coordinators,
+            world.sched.runaway is not None,
         )
         # Collected before the collector is on again: once on, the next allocation would start a collection of
         # everything the run allocated (all of it young), and this one would look at all of it again.
@@ -184,7 +187,9 @@ def report_failure(result: Result, mutation: str | None, do_shrink: bool, out: A
         print(f"    also: {more}", file=out)
     print(f"    options: {options.describe()}", file=out)
     print(f"    replay: {replay_command(options, mutation)}", file=out)
-    if do_shrink:
+    if do_shrink and result.runaway:
+        print("    not shrunk: each run of a runaway takes its whole budget of events", file=out)
+    elif do_shrink:
         small, small_result = shrink(options, mutation)
         if small != options:
             print(f"    shrunk ({small_result.failures[0]}): {replay_command(small, mutation)}", file=out)
@@ -282,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"FAIL: {failure}")
         if result.failures:
             print(f"replay: {replay_command(options, args.mutation)}")
-            if not args.no_shrink:
+            if not args.no_shrink and not result.runaway:
                 small, small_result = shrink(options, args.mutation)
                 if small != options:
                     print(f"shrunk ({small_result.failures[0]}): {replay_command(small, args.mutation)}")
