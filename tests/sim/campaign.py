@@ -66,8 +66,8 @@ class Result:
 MINIMUM = {"partitions": 3, "coordinators": 2, "crashes": 1, "messages stored": 100, "simulated seconds": 120.0}
 
 
-def run_options(options: Options, mutation: str | None = None, log: bool = False) -> Result:
-    """One run of ``options`` (with ``mutation`` injected).
+def run_options(options: Options, mutation: str | None = None, log: bool = False, trace: bool = True) -> Result:
+    """One run of ``options`` (with ``mutation`` injected); ``trace=False``: without its trace hash ("").
 
     The cyclic garbage collector is off during the run (its passes over the run's many live objects cost about a
     tenth of the time) and collects once after it. What survives that collection (modules, caches: not the run's
@@ -78,7 +78,7 @@ def run_options(options: Options, mutation: str | None = None, log: bool = False
     gc.disable()
     try:
         with injected(mutation):
-            world = Scenario(options, log=log).run()
+            world = Scenario(options, log=log, trace=trace).run()
         result = Result(
             options.seed,
             world.failures,
@@ -102,29 +102,34 @@ def run_options(options: Options, mutation: str | None = None, log: bool = False
 
 
 def run_seed(
-    seed: int, mutation: str | None = None, overrides: dict[str, Any] | None = None, later_faults: bool = True
+    seed: int,
+    mutation: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    later_faults: bool = True,
+    trace: bool = True,
 ) -> Result:
     options = Options.from_seed(seed, later_faults)
     if overrides:
         options = options.replace(**overrides)
-    return run_options(options, mutation)
+    return run_options(options, mutation, trace=trace)
 
 
 def _run_seed_job(job: tuple[int, str | None]) -> Result:
-    return run_seed(*job)
+    """A campaign's run of a seed: its trace is not hashed (nothing compares it)."""
+    return run_seed(*job, trace=False)
 
 
 def shrink(options: Options, mutation: str | None) -> tuple[Options, Result]:
     """A smaller set of options that still fails: fewer faults, fewer messages, fewer random perturbations."""
     best = options
-    result = run_options(best, mutation)
+    result = run_options(best, mutation, trace=False)
     budget = [SHRINK_BUDGET]
 
     def fails(candidate: Options) -> Result | None:
         if budget[0] <= 0:
             return None
         budget[0] -= 1
-        attempt = run_options(candidate, mutation)
+        attempt = run_options(candidate, mutation, trace=False)
         return attempt if attempt.failures else None
 
     for name in ("resets", "disk_full", "crashes"):
