@@ -158,3 +158,17 @@ def test_a_scenario_that_loops_stops_at_its_budget_with_a_runaway_verdict() -> N
     assert result.runaway and result.events == EVENT_BUDGET
     assert result.failures[0].startswith("runaway: 20,000 events"), result.failures
     assert not run_seed(47).failures
+
+
+def test_the_networks_draws_are_those_of_random() -> None:
+    """The simulated network draws its short reads as ``random.Random.randint`` and ``randrange`` would (a faster
+    copy): the same numbers from the same generator, or every trace would change."""
+    import random
+
+    from tests.sim.world import _below
+
+    for seed in range(50):
+        theirs, ours = random.Random(seed), random.Random(seed)
+        for size in (2, 3, 5, 64, 1000, 65537):
+            assert theirs.randint(1, 3) == _below(ours.getrandbits, 3) + 1
+            assert theirs.randrange(1, size) == _below(ours.getrandbits, size - 1) + 1
