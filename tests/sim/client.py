@@ -121,6 +121,8 @@ _WITH_ERROR = frozenset(
     if "error" in BaseCommand.DESCRIPTOR.fields_by_name[name].message_type.fields_by_name
 )
 
+_MESSAGE, _SEND_RECEIPT, _SEND_ERROR = BaseCommand.MESSAGE, BaseCommand.SEND_RECEIPT, BaseCommand.SEND_ERROR
+
 #: The SEND command :meth:`Connection.publish` fills for each message.
 _SEND = BaseCommand(type=BaseCommand.SEND)
 #: Command types whose payload has a ``request_id`` (the answers to requests).
@@ -320,22 +322,30 @@ class Connection:
     # -- what arrives --------------------------------------------------------------------------
 
     def data_received(self, data: bytes, sent_at: float) -> None:
+        route = self._route
         try:
             for item in self.decoder.feed(data):
-                self._route(item.command, item.body, sent_at)
+                route(item.command, item.body, sent_at)
         except ProtocolError as exc:
             self.world.fail(f"{self.name}: the server sent a malformed frame: {exc}")
             self.abort("malformed frame")
 
     def _route(self, command: BaseCommand, body: bytes | None, sent_at: float) -> None:
         kind = command.type
-        if kind == T.MESSAGE:
-            handler = self.consumers.get(command.message.consumer_id)
+        if kind == _MESSAGE:
+            message = command.message
+            handler = self.consumers.get(message.consumer_id)
             if handler is not None and body is not None:
-                handler(Message(command.message, body, sent_at))
+                handler(Message(message, body, sent_at))
             return
-        if kind in (T.SEND_RECEIPT, T.SEND_ERROR):
-            payload = payload_of(command)
+        if kind == _SEND_RECEIPT:
+            payload = command.send_receipt
+            future = self.receipts.pop((payload.producer_id, payload.sequence_id), None)
+            if future is not None:
+                future.resolve(command)
+            return
+        if kind == _SEND_ERROR:
+            payload = command.send_error
             future = self.receipts.pop((payload.producer_id, payload.sequence_id), None)
             if future is not None:
                 future.resolve(command)
