@@ -123,8 +123,9 @@ _WITH_ERROR = frozenset(
 
 _MESSAGE, _SEND_RECEIPT, _SEND_ERROR = BaseCommand.MESSAGE, BaseCommand.SEND_RECEIPT, BaseCommand.SEND_ERROR
 
-#: The SEND command :meth:`Connection.publish` fills for each message.
+#: The SEND command and its message's metadata that :meth:`Connection.publish` fills for each message.
 _SEND = BaseCommand(type=BaseCommand.SEND)
+_METADATA = MessageMetadata()
 #: Command types whose payload has a ``request_id`` (the answers to requests).
 _WITH_REQUEST_ID = frozenset(
     kind
@@ -291,13 +292,12 @@ class Connection:
         if not self.alive:
             future.resolve(LOST)
             return future
-        metadata = MessageMetadata(
-            producer_name=producer_name,
-            sequence_id=sequence_id,
-            publish_time=int(self.world.wall_ms()),
-            partition_key=key,
-        )
-        # One SEND command, its fields overwritten for each message (as ``wire.commands.frame`` keeps its commands).
+        # One metadata and one SEND command, their fields overwritten for each message (as ``frame`` keeps its
+        # commands).
+        metadata = _METADATA
+        metadata.Clear()
+        metadata.producer_name, metadata.sequence_id = producer_name, sequence_id
+        metadata.publish_time, metadata.partition_key = int(self.world.wall_ms()), key
         send = _SEND.send
         send.Clear()
         send.producer_id, send.sequence_id, send.num_messages = producer_id, sequence_id, 1
