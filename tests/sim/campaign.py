@@ -224,6 +224,9 @@ def campaign(
             for name, value in result.shape().items():
                 if name not in fewest or value < fewest[name][0]:
                     fewest[name] = (value, result.seed)
+                    if value < MINIMUM[name]:
+                        # Said at once too, as a failure is: a long campaign may be stopped before its summary.
+                        print(f"TOO SMALL: seed {result.seed} had {value:g} {name}", file=out, flush=True)
             if result.failures:
                 failed += 1
                 report_failure(result, mutation, do_shrink and failed <= 3, out)
