@@ -172,3 +172,14 @@ def test_the_networks_draws_are_those_of_random() -> None:
         for size in (2, 3, 5, 64, 1000, 65537):
             assert theirs.randint(1, 3) == _below(ours.getrandbits, 3) + 1
             assert theirs.randrange(1, size) == _below(ours.getrandbits, size - 1) + 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open defect found by the campaign (seed 103849): a SUBSCRIBE that creates a durable subscription (and its "
+    "topic) is answered SUCCESS before they are stored; the disk fills before their commit and the server crashes "
+    "before it is written again, so the subscription is gone after the restart and what is sent meanwhile is not "
+    "kept for it (Pulsar stores the cursor before it answers). The fix belongs to proxy/connection.py",
+)
+def test_a_subscription_answered_is_stored() -> None:
+    assert not run_seed(103849).failures
