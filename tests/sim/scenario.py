@@ -36,6 +36,8 @@ AUDIT = "audit"
 LIVENESS_SECONDS = 150.0
 #: Simulated seconds between the end of the workload and the audit: transactions left open time out meanwhile.
 SETTLE_SECONDS = 45.0
+#: Simulated seconds the set-up (topics, audit subscriptions) may take at most, before any fault.
+SETUP_SECONDS = 30.0
 #: Seconds the audit consumer reads before the checks.
 AUDIT_SECONDS = 15.0
 Task = Generator[Future, Any, None]
@@ -507,6 +509,9 @@ class Actor:
 class Setup(Actor):
     """Creates both partitioned topics and the audit subscription on each partition, before any fault."""
 
+    #: Every audit subscription was created.
+    subscribed = False
+
     def session(self) -> Task:
         assert self.conn is not None
         o = self.world.options
@@ -526,6 +531,7 @@ class Setup(Actor):
                 )
                 if failed(answer):
                     return
+        self.subscribed = True
         yield sleep(self.world.sched, 0.5)
         self.done = True
         self.conn.abort("setup done")
@@ -1049,7 +1055,11 @@ class Scenario:
         world = self.world
         o = self.options
         world.start_server()
-        Setup(world, "setup").start()
+        setup = Setup(world, "setup")
+        setup.start()
+        # The workload starts at 2 s, or once the audit subscriptions exist if that takes longer (the network may
+        # stall a request): messages sent before a partition has a subscription are not kept.
+        world.sched.run_until(SETUP_SECONDS, stop=lambda: setup.subscribed)
         self._run_until(2.0)
         actors: list[Actor] = [SourceProducer(world), TxnProducer(world), PlainConsumer(world)]
         actors += [TransformWorker(world, n) for n in range(o.workers)]
