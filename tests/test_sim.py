@@ -146,3 +146,41 @@ def test_a_seed_run_after_others_in_one_process_gives_its_fresh_trace() -> None:
     run_seed(1917, "sequences-stored-by-earlier-commit")
     run_seed(180)
     assert f"trace {run_seed(5).trace}" == fresh
+
+
+def test_a_scenario_that_loops_stops_at_its_budget_with_a_runaway_verdict() -> None:
+    """With ``producers-kept-after-lost-write`` put back, seed 47's worker keeps its connection after each failed
+    transaction and opens the next at once while the disk is full; every failed commit writes again the records of
+    all the transactions left open, so the run grew without end (CPU and memory). It stops at the budget."""
+    from tests.sim.world import EVENT_BUDGET
+
+    result = run_seed(47, "producers-kept-after-lost-write")
+    assert result.runaway and result.events == EVENT_BUDGET
+    assert result.failures[0].startswith("runaway: 20,000 events"), result.failures
+    assert not run_seed(47).failures
+
+
+def test_the_networks_draws_are_those_of_random() -> None:
+    """The simulated network draws its short reads as ``random.Random.randint`` and ``randrange`` would (a faster
+    copy): the same numbers from the same generator, or every trace would change."""
+    import random
+
+    from tests.sim.world import _below
+
+    for seed in range(50):
+        theirs, ours = random.Random(seed), random.Random(seed)
+        for size in (2, 3, 5, 64, 1000, 65537):
+            assert theirs.randint(1, 3) == _below(ours.getrandbits, 3) + 1
+            assert theirs.randrange(1, size) == _below(ours.getrandbits, size - 1) + 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open defect found by the campaign (seed 113185; 103849 too before the scenario waited for its set-up): a "
+    "SUBSCRIBE that creates a durable subscription (and its topic) is answered SUCCESS before they are stored; the "
+    "disk fills before their commit and the server crashes before it is written again, so the subscription is gone "
+    "after the restart and what is sent meanwhile is not kept for it (Pulsar stores the cursor before it answers). "
+    "The fix belongs to proxy/connection.py",
+)
+def test_a_subscription_answered_is_stored() -> None:
+    assert not run_seed(113185).failures

@@ -23,6 +23,7 @@ from typing import Any
 
 from tests.sim.mutations import MUTATIONS, injected
 from tests.sim.scenario import Options, Scenario
+from tests.sim.world import EVENT_BUDGET
 
 #: Runs a shrink may take at most.
 SHRINK_BUDGET = 80
@@ -47,6 +48,8 @@ class Result:
     sim_seconds: float = 0.0
     partitions: int = 0
     coordinators: int = 0
+    #: Whether the run stopped at its budget of events (:data:`tests.sim.world.EVENT_BUDGET`).
+    runaway: bool = False
 
     def shape(self) -> dict[str, float]:
         """What makes the scenario big enough: each is at least its :data:`MINIMUM` in every scenario."""
@@ -63,8 +66,8 @@ class Result:
 MINIMUM = {"partitions": 3, "coordinators": 2, "crashes": 1, "messages stored": 100, "simulated seconds": 120.0}
 
 
-def run_options(options: Options, mutation: str | None = None, log: bool = False) -> Result:
-    """One run of ``options`` (with ``mutation`` injected).
+def run_options(options: Options, mutation: str | None = None, log: bool = False, trace: bool = True) -> Result:
+    """One run of ``options`` (with ``mutation`` injected); ``trace=False``: without its trace hash ("").
 
     The cyclic garbage collector is off during the run (its passes over the run's many live objects cost about a
     tenth of the time) and collects once after it. What survives that collection (modules, caches: not the run's
@@ -75,50 +78,58 @@ def run_options(options: Options, mutation: str | None = None, log: bool = False
     gc.disable()
     try:
         with injected(mutation):
-            world = Scenario(options, log=log).run()
+            world = Scenario(options, log=log, trace=trace).run()
+        result = Result(
+            options.seed,
+            world.failures,
+            world.trace_hash(),
+            world.counters,
+            world.sched.events,
+            world.sched.now,
+            options.partitions,
+            options.coordinators,
+            world.sched.runaway is not None,
+        )
+        # Collected before the collector is on again: once on, the next allocation would start a collection of
+        # everything the run allocated (all of it young), and this one would look at all of it again.
+        del world
+        gc.collect()
+        gc.freeze()
     finally:
         if collecting:
             gc.enable()
-    result = Result(
-        options.seed,
-        world.failures,
-        world.trace_hash(),
-        world.counters,
-        world.sched.events,
-        world.sched.now,
-        options.partitions,
-        options.coordinators,
-    )
-    del world
-    gc.collect()
-    gc.freeze()
     return result
 
 
 def run_seed(
-    seed: int, mutation: str | None = None, overrides: dict[str, Any] | None = None, later_faults: bool = True
+    seed: int,
+    mutation: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    later_faults: bool = True,
+    trace: bool = True,
 ) -> Result:
     options = Options.from_seed(seed, later_faults)
     if overrides:
         options = options.replace(**overrides)
-    return run_options(options, mutation)
+    return run_options(options, mutation, trace=trace)
 
 
 def _run_seed_job(job: tuple[int, str | None]) -> Result:
-    return run_seed(*job)
+    """A campaign's run of a seed: its trace is not hashed (nothing compares it)."""
+    return run_seed(*job, trace=False)
 
 
 def shrink(options: Options, mutation: str | None) -> tuple[Options, Result]:
     """A smaller set of options that still fails: fewer faults, fewer messages, fewer random perturbations."""
     best = options
-    result = run_options(best, mutation)
+    result = run_options(best, mutation, trace=False)
     budget = [SHRINK_BUDGET]
 
     def fails(candidate: Options) -> Result | None:
         if budget[0] <= 0:
             return None
         budget[0] -= 1
-        attempt = run_options(candidate, mutation)
+        attempt = run_options(candidate, mutation, trace=False)
         return attempt if attempt.failures else None
 
     for name in ("resets", "disk_full", "crashes"):
@@ -181,7 +192,9 @@ def report_failure(result: Result, mutation: str | None, do_shrink: bool, out: A
         print(f"    also: {more}", file=out)
     print(f"    options: {options.describe()}", file=out)
     print(f"    replay: {replay_command(options, mutation)}", file=out)
-    if do_shrink:
+    if do_shrink and result.runaway:
+        print("    not shrunk: each run of a runaway takes its whole budget of events", file=out)
+    elif do_shrink:
         small, small_result = shrink(options, mutation)
         if small != options:
             print(f"    shrunk ({small_result.failures[0]}): {replay_command(small, mutation)}", file=out)
@@ -198,6 +211,8 @@ def campaign(
     done = 0
     #: The least of each measure of :meth:`Result.shape` over the scenarios, and a scenario that had it.
     fewest: dict[str, tuple[float, int]] = {}
+    #: The most events a scenario ran, and that scenario (how far the busiest is from the runaway budget).
+    most_events = (0, 0)
     seeds = [(seed, mutation) for seed in range(first, first + count)]
     pool = multiprocessing.get_context("fork").Pool(jobs) if jobs > 1 else None
     results = pool.imap(_run_seed_job, seeds, chunksize=4) if pool else map(_run_seed_job, seeds)
@@ -205,9 +220,13 @@ def campaign(
         for result in results:
             done += 1
             totals.update(result.counters)
+            most_events = max(most_events, (result.events, -result.seed))
             for name, value in result.shape().items():
                 if name not in fewest or value < fewest[name][0]:
                     fewest[name] = (value, result.seed)
+                    if value < MINIMUM[name]:
+                        # Said at once too, as a failure is: a long campaign may be stopped before its summary.
+                        print(f"TOO SMALL: seed {result.seed} had {value:g} {name}", file=out, flush=True)
             if result.failures:
                 failed += 1
                 report_failure(result, mutation, do_shrink and failed <= 3, out)
@@ -215,7 +234,12 @@ def campaign(
                     break
             if done % 1000 == 0:
                 rate = done / (time.monotonic() - started) * 60
-                print(f"... {done} scenarios, {failed} failed, {rate:.0f} scenarios/min", file=out, flush=True)
+                print(
+                    f"... {done} scenarios (to seed {result.seed}), {failed} failed, {rate:.0f} scenarios/min, "
+                    f"at most {most_events[0]:,} events",
+                    file=out,
+                    flush=True,
+                )
     finally:
         if pool is not None:
             pool.terminate()
@@ -231,6 +255,8 @@ def campaign(
         for name, (value, seed) in fewest.items():
             if value < MINIMUM[name]:
                 print(f"  TOO SMALL: seed {seed} had {value:g} {name} (each should have {MINIMUM[name]:g})", file=out)
+        events, seed = most_events
+        print(f"  the most events a scenario ran: {events:,} (seed {-seed}; the budget is {EVENT_BUDGET:,})", file=out)
     print(f"{done} scenarios, {failed} failed, {done / elapsed * 60:.0f} scenarios/min", file=out, flush=True)
     return failed
 
@@ -269,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"FAIL: {failure}")
         if result.failures:
             print(f"replay: {replay_command(options, args.mutation)}")
-            if not args.no_shrink:
+            if not args.no_shrink and not result.runaway:
                 small, small_result = shrink(options, args.mutation)
                 if small != options:
                     print(f"shrunk ({small_result.failures[0]}): {replay_command(small, args.mutation)}")

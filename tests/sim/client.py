@@ -11,8 +11,16 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
-from wire.commands import FIELD_OF_TYPE, frame, payload_of
-from wire.framing import FrameDecoder, ProtocolError, encode_payload_command, make_body, stored_metadata, stored_payload
+from wire.commands import FIELD_OF_TYPE, payload_of
+from wire.framing import (
+    FrameDecoder,
+    ProtocolError,
+    encode_command,
+    encode_payload_command,
+    make_body,
+    stored_metadata,
+    stored_payload,
+)
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata
 
 if TYPE_CHECKING:
@@ -113,14 +121,43 @@ _WITH_ERROR = frozenset(
     if "error" in BaseCommand.DESCRIPTOR.fields_by_name[name].message_type.fields_by_name
 )
 
-#: The SEND command :meth:`Connection.publish` fills for each message.
+_MESSAGE, _SEND_RECEIPT, _SEND_ERROR = BaseCommand.MESSAGE, BaseCommand.SEND_RECEIPT, BaseCommand.SEND_ERROR
+
+#: The SEND command and its message's metadata that :meth:`Connection.publish` fills for each message.
 _SEND = BaseCommand(type=BaseCommand.SEND)
+_METADATA = MessageMetadata()
 #: Command types whose payload has a ``request_id`` (the answers to requests).
 _WITH_REQUEST_ID = frozenset(
     kind
     for kind, name in FIELD_OF_TYPE.items()
     if "request_id" in BaseCommand.DESCRIPTOR.fields_by_name[name].message_type.fields_by_name
 )
+
+
+#: Per command type, the command :func:`frame` fills for each request, and its sub-message.
+_KEPT: dict[int, tuple[BaseCommand, Any]] = {}
+
+
+def frame(kind: int, **fields: Any) -> bytes:
+    """The bytes of ``wire.commands.frame(kind, **fields)``, lists (of scalars or of sub-messages as dicts) included,
+    set on a command kept per type (cleared first) rather than built for each request."""
+    pair = _KEPT.get(kind)
+    if pair is None:
+        command = BaseCommand(type=kind)
+        pair = _KEPT[kind] = (command, getattr(command, FIELD_OF_TYPE[kind]))
+    command, sub = pair
+    sub.Clear()
+    for name, value in fields.items():
+        if type(value) is list:
+            repeated = getattr(sub, name)
+            if value and type(value[0]) is dict:
+                for item in value:
+                    repeated.add(**item)
+            else:
+                repeated.extend(value)
+        else:
+            setattr(sub, name, value)
+    return encode_command(command)
 
 
 def failed(answer: Any) -> bool:
@@ -255,13 +292,12 @@ class Connection:
         if not self.alive:
             future.resolve(LOST)
             return future
-        metadata = MessageMetadata(
-            producer_name=producer_name,
-            sequence_id=sequence_id,
-            publish_time=int(self.world.wall_ms()),
-            partition_key=key,
-        )
-        # One SEND command, its fields overwritten for each message (as ``wire.commands.frame`` keeps its commands).
+        # One metadata and one SEND command, their fields overwritten for each message (as ``frame`` keeps its
+        # commands).
+        metadata = _METADATA
+        metadata.Clear()
+        metadata.producer_name, metadata.sequence_id = producer_name, sequence_id
+        metadata.publish_time, metadata.partition_key = int(self.world.wall_ms()), key
         send = _SEND.send
         send.Clear()
         send.producer_id, send.sequence_id, send.num_messages = producer_id, sequence_id, 1
@@ -286,22 +322,30 @@ class Connection:
     # -- what arrives --------------------------------------------------------------------------
 
     def data_received(self, data: bytes, sent_at: float) -> None:
+        route = self._route
         try:
             for item in self.decoder.feed(data):
-                self._route(item.command, item.body, sent_at)
+                route(item.command, item.body, sent_at)
         except ProtocolError as exc:
             self.world.fail(f"{self.name}: the server sent a malformed frame: {exc}")
             self.abort("malformed frame")
 
     def _route(self, command: BaseCommand, body: bytes | None, sent_at: float) -> None:
         kind = command.type
-        if kind == T.MESSAGE:
-            handler = self.consumers.get(command.message.consumer_id)
+        if kind == _MESSAGE:
+            message = command.message
+            handler = self.consumers.get(message.consumer_id)
             if handler is not None and body is not None:
-                handler(Message(command.message, body, sent_at))
+                handler(Message(message, body, sent_at))
             return
-        if kind in (T.SEND_RECEIPT, T.SEND_ERROR):
-            payload = payload_of(command)
+        if kind == _SEND_RECEIPT:
+            payload = command.send_receipt
+            future = self.receipts.pop((payload.producer_id, payload.sequence_id), None)
+            if future is not None:
+                future.resolve(command)
+            return
+        if kind == _SEND_ERROR:
+            payload = command.send_error
             future = self.receipts.pop((payload.producer_id, payload.sequence_id), None)
             if future is not None:
                 future.resolve(command)

@@ -8,6 +8,7 @@ exactly what was made durable; a crash keeps it and throws away the server. The 
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from pathlib import Path
 
@@ -26,14 +27,18 @@ class SimDisk:
         self._image: bytes | None = None
         self.db: sqlite3.Connection | None = None
         self.full = False
+        self._interrupting = False
 
     def open(self) -> sqlite3.Connection:
-        """A connection to what was committed before the last crash (the one server's only connection)."""
+        """A connection to what was committed before the last crash (the one server's only connection); on a new
+        disk, to a copy of :func:`_new_store_image` (what the store's schema makes of an empty database)."""
         db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        if self._image is not None:
-            db.deserialize(self._image)
+        image = self._image if self._image is not None else _new_store_image()
+        if image:
+            db.deserialize(image)
         self.db = db
-        self._apply_limit()
+        if self.full:  # a new connection has no limit
+            self._apply_limit()
         return db
 
     def crash(self) -> None:
@@ -64,10 +69,24 @@ class SimDisk:
         """Abort the write about to run after ``steps`` SQLite VM steps (a crash inside one write)."""
         assert self.db is not None
         self.db.set_progress_handler(lambda: 1, steps)
+        self._interrupting = True
 
     def clear_interrupt(self) -> None:
-        if self.db is not None:
+        if self._interrupting and self.db is not None:
             self.db.set_progress_handler(None, 0)
+        self._interrupting = False
+
+
+@functools.cache
+def _new_store_image() -> bytes:
+    """The database a store makes of an empty one (its schema), once a process: each scenario's disk starts as a
+    copy of it (a server then starts on it as on any disk it finds), instead of creating the schema again."""
+    disk = SimDisk()
+    disk._image = b""  # an empty database, not this image
+    SimStore(disk)
+    disk.crash()
+    assert disk._image
+    return disk._image
 
 
 class SimStore(Store):
