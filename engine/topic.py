@@ -328,6 +328,8 @@ class Topic(ProducerHost):
         self.lost_entries = False
         #: Cursors staged for the commit in flight: written again if it fails.
         self._cursors_in_flight: dict[TopicSubscription, None] = {}
+        #: Durable subscriptions created here whose cursor no commit has stored yet.
+        self._unstored: dict[TopicSubscription, None] = {}
         for sub_name, state in self.store.cursors(self.topic_id).items():
             loaded = Cursor.loads(state)
             self.subscriptions[sub_name] = parts.subscription(self, sub_name, SubType.EXCLUSIVE, loaded, durable=True)
@@ -563,6 +565,8 @@ class Topic(ProducerHost):
             self.last_add_ms = now_ms(self.broker.clock)
         self.last_confirmed = max(self.last_confirmed, upto)
         self.txn_buffer.confirmed(self.last_confirmed)
+        for subscription in self._cursors_in_flight:
+            self._unstored.pop(subscription, None)
         self._cursors_in_flight = {}
         self._persisted_sequences.update(self._sequences_in_flight)
         self._sequences_in_flight = {}
@@ -639,8 +643,19 @@ class Topic(ProducerHost):
         if created:
             self.subscriptions[sub_name] = subscription
             if durable:
+                self._unstored[subscription] = None
                 self.cursor_changed(subscription)
         return subscription
+
+    def when_stored(self, subscription: TopicSubscription, callback: Callable[[BrokerError | None], None]) -> None:
+        """Call ``callback(None)`` once ``subscription`` is stored (at once if it is, or is not durable), or
+        ``callback(error)`` if the commit that was to store it fails: Pulsar answers a SUBSCRIBE that creates a
+        durable subscription once its cursor is stored, so a subscription its client was told of survives a crash."""
+        if subscription not in self._unstored:
+            callback(None)
+            return
+        self.cursor_changed(subscription)  # in the next commit, whatever became of an earlier one
+        self.broker.after_commit(callback, None)
 
     def create_subscription(self, sub_name: str, next_entry: int) -> TopicSubscription:
         """Create a durable subscription with no consumer whose next entry is ``next_entry`` (admin)."""
@@ -654,6 +669,7 @@ class Topic(ProducerHost):
         if self.subscriptions.get(subscription.name) is subscription:
             del self.subscriptions[subscription.name]
             self._dirty_cursors.pop(subscription, None)
+            self._unstored.pop(subscription, None)
             if subscription.durable:
                 self.store.stage_cursor(self.topic_id, subscription.name, None)
                 self.broker.staged(self)

@@ -26,7 +26,7 @@ from engine.cursor import mask_to_words, words_to_mask
 from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.subscription import Consumer, Delivery, SubType
-from engine.topic import DUPLICATE, AccessMode, Producer
+from engine.topic import DUPLICATE, AccessMode, Producer, Topic
 from proxy.authentication import AuthenticationError
 from proxy.stats_json import consumer_stats
 from proxy.tls import verified_peer_certificate
@@ -186,6 +186,8 @@ class PulsarConnection(protocol.Protocol):
         self.consumers: dict[int, Consumer] = {}
         self._producer_requests: dict[int, int] = {}
         self._held_notices: list[tuple[Consumer, bool]] = []
+        #: Consumers whose SUBSCRIBE waits for their new subscription to be stored (their notices are held).
+        self._subscribing: set[Consumer] = set()
         self._heard_since_ping = True
         self._keepalive: LoopingCall | None = None
         #: Closes a connection that does not say CONNECT in time, or leaves a frame unfinished for too long.
@@ -783,8 +785,9 @@ class PulsarConnection(protocol.Protocol):
 
     def _on_subscribe(self, command: BaseCommand, body: bytes | None) -> None:
         request = command.subscribe
-        if request.consumer_id in self.consumers:
-            self.send(T.SUCCESS, request_id=request.request_id)
+        known = self.consumers.get(request.consumer_id)
+        if known is not None:
+            self._answer_subscribe(known, request.request_id)
             return
         try:
             name = TopicName.parse(request.topic)
@@ -794,7 +797,35 @@ class PulsarConnection(protocol.Protocol):
             self.error(request.request_id, exc)
             return
         self.consumers[request.consumer_id] = consumer
-        self.send(T.SUCCESS, request_id=request.request_id)
+        self._answer_subscribe(consumer, request.request_id)
+
+    def _answer_subscribe(self, consumer: Consumer, request_id: int) -> None:
+        """Answer SUBSCRIBE once the subscription is stored (a new durable one is at the next commit); if that
+        commit fails, answer its error and detach the consumer, as if the subscribe had failed."""
+        subscription = consumer.subscription
+        topic = subscription.topic if subscription is not None else None
+        if not isinstance(topic, Topic):
+            self._subscribed(consumer, request_id)
+            return
+        self._subscribing.add(consumer)
+
+        def stored(error: BrokerError | None) -> None:
+            self._subscribing.discard(consumer)
+            if self.state is State.CLOSED or self.consumers.get(consumer.consumer_id) is not consumer:
+                return
+            if error is None:
+                self._subscribed(consumer, request_id)
+                return
+            del self.consumers[consumer.consumer_id]
+            if consumer.subscription is not None:
+                consumer.subscription.remove_consumer(consumer)
+            self._held_notices = [(held, active) for held, active in self._held_notices if held is not consumer]
+            self.error(request_id, error)
+
+        topic.when_stored(subscription, stored)
+
+    def _subscribed(self, consumer: Consumer, request_id: int) -> None:
+        self.send(T.SUCCESS, request_id=request_id)
         held, self._held_notices = self._held_notices, []
         for held_consumer, is_active in held:
             self.active_consumer_change(held_consumer, is_active)
@@ -826,7 +857,7 @@ class PulsarConnection(protocol.Protocol):
 
     def active_consumer_change(self, consumer: Consumer, is_active: bool) -> None:
         """Tell a Failover consumer whether it is the active one."""
-        if self.consumers.get(consumer.consumer_id) is not consumer:
+        if self.consumers.get(consumer.consumer_id) is not consumer or consumer in self._subscribing:
             self._held_notices.append((consumer, is_active))
             return
         self.send(T.ACTIVE_CONSUMER_CHANGE, consumer_id=consumer.consumer_id, is_active=is_active)

@@ -17,7 +17,7 @@ from engine.clock import ManualClock
 from engine.coordinator import END_RETRY_SECONDS
 from engine.errors import BrokerError
 from engine.store import Store, StoreFullError
-from engine.subscription import SubType
+from engine.subscription import Consumer, SubType
 from engine.topic import AccessMode, Producer
 from engine.transactions import TxnAction, TxnId, TxnStatus
 from engine.txn_buffer import SnapshotPolicy
@@ -284,4 +284,28 @@ def test_a_transactional_ack_lost_after_its_consumer_left_is_delivered_again(tmp
     h.clock.advance(5)
     assert not subscription.pending_ack.held
     assert h.sink.payloads() == [b"m0", b"m0"]
+    h.close()
+
+
+def test_a_new_subscription_is_answered_once_stored_and_a_lost_one_again(tmp_path: Path) -> None:
+    # Found by the simulator (seed 113185): a SUBSCRIBE creating a durable subscription was answered before its
+    # cursor was stored, so a failed commit and a crash lost a subscription its client had been told of.
+    h = FailingHarness(tmp_path)
+    answers: list[BrokerError | None] = []
+    consumer = Consumer(1, "c", h.sink)
+    subscription = h.topic.subscribe(
+        "new", SubType.EXCLUSIVE, consumer, durable=True, earliest=True, start_entry=None, sticky=False
+    )
+    h.commits.fail_next = 1
+    h.topic.when_stored(subscription, answers.append)
+    assert answers == []  # not before the commit
+    h.run()
+    assert isinstance(answers[0], BrokerError) and answers[0].code == ServerError.PersistenceError
+    h.topic.when_stored(subscription, answers.append)  # the client subscribes again: the next commit stores it
+    h.run()
+    assert answers[1:] == [None]
+    h.topic.when_stored(subscription, answers.append)  # stored: answered at once
+    assert answers[2:] == [None]
+    h = _restart(h, tmp_path)
+    assert "new" in h.topic.subscriptions
     h.close()
