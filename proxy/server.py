@@ -184,9 +184,8 @@ class BrokerService:
             topic.publish(producer, message.body, message.metadata)
             return
         limit = topic.broker.namespaces.max_message_size(topic.name)
-        if limit and len(message.body) > limit and not message.metadata.HasField("chunk_id"):
-            # As Pulsar: a topic's own max message size fails the send alone (chunks are exempt).
-            connection.receipt(producer, sequence_id, highest, BrokerError(ServerError.NotAllowedError, _TOO_LARGE))
+        # As Pulsar: a topic's own max message size fails the send alone (chunks are exempt).
+        if limit and self._refused_as_too_large(connection, producer, (sequence_id, highest, message), limit):
             return
         txn = None
         if transactional:
