@@ -178,6 +178,10 @@ class Producer:
         self._block = block_if_queue_full
         self._next = random.randrange(len(cores))
         self._single = self._next
+        #: Whether messages without a key are routed without the ``message_router`` (one partition, or none given).
+        self._keyless_routing = message_router is None or len(cores) == 1
+        #: The core of a topic of one partition (or none).
+        self._only = cores[0] if len(cores) == 1 else None
         self._closed = False
 
     def topic(self) -> str:
@@ -200,6 +204,13 @@ class Producer:
             return self._cores[self._router(RoutedMessage(message), count) % count]
         if message.partition_key:
             return self._cores[java_string_hash(message.partition_key) % count]
+        return self._route_keyless()
+
+    def _route_keyless(self) -> ProducerCore:
+        """The partition of a message without a key when no ``message_router`` is given."""
+        count = len(self._cores)
+        if count == 1:
+            return self._cores[0]
         if self._routing_mode == PartitionsRoutingMode.UseSinglePartition:
             return self._cores[self._single]
         self._next = (self._next + 1) % count
@@ -221,6 +232,21 @@ class Producer:
         txn: Transaction | None,
     ) -> None:
         payload = self._schema.encode(content)
+        if (
+            not properties
+            and partition_key is None
+            and ordering_key is None
+            and sequence_id is None
+            and not replication_clusters
+            and not disable_replication
+            and not event_timestamp
+            and deliver_at is None
+            and deliver_after is None
+            and txn is None
+            and self._keyless_routing
+        ):
+            self._queue_payload(payload, token)
+            return
         key_b64 = partition_key is not None and type(partition_key) is not str
         if key_b64:  # a binary key travels base64-encoded, as the Java client's keyBytes
             partition_key = base64.b64encode(partition_key).decode()
@@ -246,26 +272,52 @@ class Producer:
         if txn is not None:
             self._client._add_partition(txn, core.topic)
         with rt.lock:
-            if self._closed:
-                raise AlreadyClosed(f"producer on {self._topic} is closed")
-            rt.check_open()
+            self._check_open()
             now = rt.now()
             if txn is not None:
                 txn._core.check_open(now)
                 txn._core.used_by_producer(self)
-            if core.pending_count >= self._max_pending > 0:
-                if not self._block:
-                    error = ProducerQueueIsFull(f"{self._max_pending} messages pending on {core.topic}")
-                    if isinstance(token, Waiter):
-                        raise error
-                    rt.call_back(lambda: token(None, error))  # as the official client: the callback gets the error
-                    return
-                rt.wait_for(lambda: core.pending_count < self._max_pending, None)
-            opens_batch = not core._batch
-            core.send(message, now)
-            conn = core.conn
-            if opens_batch or (conn is not None and conn._out):  # a new batch timer, or an entry to write
+            if core.pending_count >= self._max_pending > 0 and not self._make_room(core, token):
+                return
+            if core.send(message, now):  # a new batch timer, or an entry to write
                 rt.kick(core)
+
+    def _queue_payload(self, payload: bytes, token: Any) -> None:
+        """:meth:`_queue` of a message that is a payload alone (no properties, keys, event time, sequence id,
+        replication settings, delivery time or transaction), routed without a ``message_router``: the producer core
+        takes it into its batch without an OutMessage (the cost of a batched send is mostly Python per message)."""
+        rt = self._rt
+        core = self._only or self._route_keyless()
+        lock = rt.lock
+        lock.acquire()  # not ``with``: its __exit__ costs as much again, on every message
+        try:
+            if self._closed or rt.closed:
+                self._check_open()
+            if core.pending_count >= self._max_pending > 0 and not self._make_room(core, token):
+                return
+            if core.send_payload(payload, token, rt.now()):  # a new batch timer, or an entry to write
+                rt.kick(core)
+        finally:
+            lock.release()
+
+    def _check_open(self) -> None:
+        """Raise AlreadyClosed if this producer or its client is closed (the lock held)."""
+        if self._closed:
+            raise AlreadyClosed(f"producer on {self._topic} is closed")
+        self._rt.check_open()
+
+    def _make_room(self, core: ProducerCore, token: Any) -> bool:
+        """``core``'s queue is full (the lock held): wait for room if ``block_if_queue_full`` (True), else fail the
+        send: raised for a waiting ``send``, through the callback for ``send_async`` (False), as the official
+        client."""
+        if not self._block:
+            error = ProducerQueueIsFull(f"{self._max_pending} messages pending on {core.topic}")
+            if isinstance(token, Waiter):
+                raise error
+            self._rt.call_back(lambda: token(None, error))
+            return False
+        self._rt.wait_for(lambda: core.pending_count < self._max_pending, None)
+        return True
 
     def send(
         self,
@@ -327,12 +379,31 @@ class Producer:
         """Queue a message; ``callback(result, message_id)`` runs once the broker stored it (``result`` is
         ``Result.Ok``) or it failed (the error's ``Result``, ``message_id`` None)."""
 
-        def done(raw: Any, error: PulsarException | None) -> None:
-            callback(result_of(error), _message_id(-1, raw))  # type: ignore[misc]
+        if callback is None:
+            token = None
+        else:
 
+            def token(raw: Any, error: PulsarException | None) -> None:
+                callback(result_of(error), _message_id(-1, raw))
+
+        if (
+            not properties
+            and partition_key is None
+            and ordering_key is None
+            and sequence_id is None
+            and not replication_clusters
+            and not disable_replication
+            and not event_timestamp
+            and deliver_at is None
+            and deliver_after is None
+            and txn is None
+            and self._keyless_routing
+        ):  # what _queue checks, here for the common send without options: one call less
+            self._queue_payload(self._schema.encode(content), token)
+            return
         self._queue(
             content,
-            None if callback is None else done,
+            token,
             properties,
             partition_key,
             ordering_key,
@@ -357,8 +428,7 @@ class Producer:
 
     def _discard(self, txn: TransactionCore) -> None:
         for core in self._cores:
-            for event in core.discard(txn):
-                token = event.token
+            for token in core.discard(txn):
                 if isinstance(token, Waiter):
                     token.done, token.error = True, InvalidTxnStatusError("transaction aborted")
                 elif token is not None:

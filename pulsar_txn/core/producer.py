@@ -3,6 +3,7 @@ and their receipts, send timeouts, and re-sending what was in flight when it reg
 
 from __future__ import annotations
 
+import functools
 import struct
 import time
 from collections import deque
@@ -69,13 +70,26 @@ class OutMessage:
     schema_version: bytes | None = None
 
 
+def _has_single_metadata(message: OutMessage) -> bool:
+    """Whether ``message`` in a batch needs more single-message metadata than its payload size and sequence id."""
+    return bool(
+        message.properties
+        or message.partition_key is not None
+        or message.ordering_key is not None
+        or message.event_time
+    )
+
+
 @dataclass(slots=True)
 class _Entry:
     """An entry sent (or to be sent again after a reconnection) and not yet receipted."""
 
     sequence_id: int
     highest_sequence_id: int
-    messages: list[OutMessage]
+    #: The tokens of its messages, in order.
+    tokens: list[Any]
+    #: Whether it is in the batch format (its messages' ids carry batch indexes).
+    batched: bool
     body: bytes
     deadline: float
     txn: TransactionCore | None
@@ -95,12 +109,19 @@ class ProducerCore:
         self.closed = False
         self.last_sequence_id = -1 if config.initial_sequence_id is None else config.initial_sequence_id
         self._next_sequence = self.last_sequence_id + 1
-        self._batch: list[OutMessage] = []
+        # The open batch: its messages' payloads and tokens, in order; by index, those of its messages that carry
+        # more than a payload (an OutMessage: single-message metadata, their own sequence id); the message that
+        # opened it, whose batch-level fields (transaction, key, schema version, replication) it takes (None: a
+        # payload alone, sent by send_payload).
+        self._batch_payloads: list[bytes] = []
+        self._batch_tokens: list[Any] = []
+        self._batch_detailed: dict[int, OutMessage] = {}
+        self._batch_head: OutMessage | None = None
         self._batch_bytes = 0
         self._batch_deadline: float | None = None
         self._pending: deque[_Entry] = deque()
-        #: Messages of the entries in ``_pending``.
-        self._in_flight = 0
+        #: Messages queued (in the open batch) or in flight (in ``_pending``).
+        self.pending_count = 0
         self.max_message_size = 5 * 1024 * 1024
 
     # -- registration --------------------------------------------------------------------
@@ -145,46 +166,84 @@ class ProducerCore:
 
     # -- sending -------------------------------------------------------------------------
 
-    def send(self, message: OutMessage, now: float) -> None:
-        """Queue ``message``: into the open batch, or as an entry of its own."""
+    def send(self, message: OutMessage, now: float) -> bool:
+        """Queue ``message``: into the open batch, or as an entry of its own. True if the shell has work: a batch
+        opened (a timer :meth:`poll_timeout` now reports) or an entry sent (bytes to transmit)."""
         if self.closed:
             raise AlreadyClosed(f"producer on {self.topic} is closed")
         if len(message.payload) > self.max_message_size:
             raise MessageTooBig(f"message of {len(message.payload)} bytes exceeds {self.max_message_size}")
         if not self.config.batching_enabled or message.deliver_at is not None:
             self.flush(now)
-            self._send_entry([message], now)
-            return
-        if self._batch and (
-            message.txn is not self._batch[0].txn
-            or len(self._batch) >= self.config.batching_max_messages
-            or self._batch_bytes + len(message.payload) > self.config.batching_max_allowed_size_in_bytes
-        ):
+            self._send_single(message, now)
+            return True
+        detailed = message.sequence_id is not None or _has_single_metadata(message)
+        return self._add(message.payload, message.token, message, detailed, now)
+
+    def send_payload(self, payload: bytes, token: Any, now: float) -> bool:
+        """Queue a message that is a payload and nothing else (no transaction, keys, properties, event time or
+        sequence id of its own): :meth:`send` of ``OutMessage(payload, token)`` without building one when batching."""
+        if not self.config.batching_enabled:
+            return self.send(OutMessage(payload, token), now)
+        if self.closed:
+            raise AlreadyClosed(f"producer on {self.topic} is closed")
+        if len(payload) > self.max_message_size:
+            raise MessageTooBig(f"message of {len(payload)} bytes exceeds {self.max_message_size}")
+        return self._add(payload, token, None, False, now)
+
+    def _add(self, payload: bytes, token: Any, message: OutMessage | None, detailed: bool, now: float) -> bool:
+        """Put a message into the open batch (flushed first if the message cannot join it); ``message`` is None for
+        a payload alone. Returns what :meth:`send` does."""
+        config = self.config
+        flushed = False
+        if self._batch_payloads:
+            head = self._batch_head
+            if (
+                (None if message is None else message.txn) is not (None if head is None else head.txn)
+                or len(self._batch_payloads) >= config.batching_max_messages
+                or self._batch_bytes + len(payload) > config.batching_max_allowed_size_in_bytes
+            ):
+                self.flush(now)
+                flushed = True
+        payloads = self._batch_payloads
+        opened = not payloads
+        if opened:
+            self._batch_deadline = now + config.batching_max_publish_delay_ms / 1000
+            self._batch_head = message
+        if detailed:
+            self._batch_detailed[len(payloads)] = message  # type: ignore[assignment]
+        payloads.append(payload)
+        self._batch_tokens.append(token)
+        self._batch_bytes += len(payload)
+        self.pending_count += 1
+        if len(payloads) >= config.batching_max_messages:
             self.flush(now)
-        if not self._batch:
-            self._batch_deadline = now + self.config.batching_max_publish_delay_ms / 1000
-        self._batch.append(message)
-        self._batch_bytes += len(message.payload)
-        if len(self._batch) >= self.config.batching_max_messages:
-            self.flush(now)
+            return True
+        return opened or flushed
 
     def flush(self, now: float) -> None:
         """Send the open batch as one entry."""
-        if self._batch:
-            batch = self._batch
-            self._batch, self._batch_bytes, self._batch_deadline = [], 0, None
-            self._send_entry(batch, now)
+        if self._batch_payloads:
+            payloads, tokens, detailed, head = (
+                self._batch_payloads,
+                self._batch_tokens,
+                self._batch_detailed,
+                self._batch_head,
+            )
+            self._clear_batch()
+            self._send_batch(payloads, tokens, detailed, head, now)
 
-    @property
-    def pending_count(self) -> int:
-        """Messages queued or in flight."""
-        return len(self._batch) + self._in_flight
+    def _clear_batch(self) -> None:
+        self._batch_payloads, self._batch_tokens, self._batch_detailed, self._batch_head = [], [], {}, None
+        self._batch_bytes, self._batch_deadline = 0, None
 
-    def discard(self, txn: TransactionCore) -> list[OutMessage]:
-        """Drop unsent batched messages of ``txn`` (it is being aborted); they are returned to be failed."""
-        if self._batch and self._batch[0].txn is txn:
-            dropped = self._batch
-            self._batch, self._batch_bytes, self._batch_deadline = [], 0, None
+    def discard(self, txn: TransactionCore) -> list[Any]:
+        """Drop unsent batched messages of ``txn`` (it is being aborted); their tokens are returned to be failed."""
+        head = self._batch_head
+        if self._batch_payloads and head is not None and head.txn is txn:
+            dropped = self._batch_tokens
+            self._clear_batch()
+            self.pending_count -= len(dropped)
             return dropped
         return []
 
@@ -197,51 +256,88 @@ class ProducerCore:
             self._next_sequence += 1
         return sequence
 
-    def _send_entry(self, messages: list[OutMessage], now: float) -> None:
-        first = messages[0]
+    def _send_single(self, message: OutMessage, now: float) -> None:
+        """Send ``message`` as an entry of its own (not in the batch format)."""
         meta = MessageMetadata(producer_name=self.name, publish_time=int(time.time() * 1000))
-        if (len(messages) == 1 and not self.config.batching_enabled) or first.deliver_at is not None:
-            sequence = highest = self._sequence(first)
-            _fill_metadata(meta, first)
-            payload = first.payload
+        sequence = self._sequence(message)
+        _fill_metadata(meta, message)
+        self.pending_count += 1
+        self._send_entry(meta, message.payload, sequence, sequence, [message.token], False, message, now)
+
+    def _send_batch(
+        self,
+        payloads: list[bytes],
+        tokens: list[Any],
+        detailed: dict[int, OutMessage],
+        head: OutMessage | None,
+        now: float,
+    ) -> None:
+        """Send a batch: its messages each behind their single-message metadata, in one entry."""
+        meta = MessageMetadata(producer_name=self.name, publish_time=int(time.time() * 1000))
+        if not detailed:  # payloads alone: consecutive sequence ids, metadata encoded here
+            sequence = self._next_sequence
+            highest = sequence + len(payloads) - 1
+            self._next_sequence = highest + 1
+            payload = _plain_batch(payloads, sequence)
         else:
-            sequences = [self._sequence(m) for m in messages]
-            sequence, highest = sequences[0], sequences[-1]
+            sequences: list[int] = []
             parts: list[bytes] = []
-            for message, seq in zip(messages, sequences, strict=True):
-                data = message.payload
-                if (
-                    message.properties
-                    or message.partition_key is not None
-                    or message.ordering_key is not None
-                    or (message.event_time)
-                ):
+            for index, data in enumerate(payloads):
+                message = detailed.get(index)
+                if message is None:
+                    seq = self._next_sequence
+                    self._next_sequence = seq + 1
+                else:
+                    seq = self._sequence(message)
+                if message is not None and _has_single_metadata(message):
                     single = SingleMessageMetadata(payload_size=len(data), sequence_id=seq)
                     _fill_single(single, message)
                     encoded = single.SerializeToString()
                 else:  # payload_size (field 3) and sequence_id (field 8), encoded here: the common case
                     encoded = b"\x18" + _varint(len(data)) + b"\x40" + _varint(seq)
+                sequences.append(seq)
                 parts += (_U32.pack(len(encoded)), encoded, data)
-            meta.num_messages_in_batch = len(messages)
-            if first.partition_key is not None:
-                meta.partition_key = first.partition_key
-                meta.partition_key_b64_encoded = first.key_b64
-            if first.ordering_key is not None:
-                meta.ordering_key = first.ordering_key
+            sequence, highest = sequences[0], sequences[-1]
             payload = b"".join(parts)
-            if highest != sequence:
-                meta.highest_sequence_id = highest
+        meta.num_messages_in_batch = len(payloads)
+        if head is not None:
+            if head.partition_key is not None:
+                meta.partition_key = head.partition_key
+                meta.partition_key_b64_encoded = head.key_b64
+            if head.ordering_key is not None:
+                meta.ordering_key = head.ordering_key
+        if highest != sequence:
+            meta.highest_sequence_id = highest
+        self._send_entry(meta, payload, sequence, highest, tokens, True, head, now)
+
+    def _send_entry(
+        self,
+        meta: MessageMetadata,
+        payload: bytes,
+        sequence: int,
+        highest: int,
+        tokens: list[Any],
+        batched: bool,
+        head: OutMessage | None,
+        now: float,
+    ) -> None:
+        """Finish ``meta`` with the entry-level fields of ``head`` (its first message) and queue the entry."""
         meta.sequence_id = sequence
-        if first.schema_version is not None:
-            meta.schema_version = first.schema_version
+        txn = None
+        if head is not None:
+            txn = head.txn
+            if head.schema_version is not None:
+                meta.schema_version = head.schema_version
+            elif self.schema_version is not None:
+                meta.schema_version = self.schema_version
+            if txn is not None:
+                meta.txnid_most_bits, meta.txnid_least_bits = txn.txn_id
+            if head.replication_clusters:
+                meta.replicate_to.extend(head.replication_clusters)
+            elif head.disable_replication:
+                meta.replicate_to.append("__local__")
         elif self.schema_version is not None:
             meta.schema_version = self.schema_version
-        if first.txn is not None:
-            meta.txnid_most_bits, meta.txnid_least_bits = first.txn.txn_id
-        if first.replication_clusters:
-            meta.replicate_to.extend(first.replication_clusters)
-        elif first.disable_replication:
-            meta.replicate_to.append("__local__")
         if self.config.compression_type != CompressionType.NONE:
             meta.compression = self.config.compression_type
             meta.uncompressed_size = len(payload)
@@ -250,15 +346,15 @@ class ProducerCore:
         entry = _Entry(
             sequence,
             highest,
-            messages,
+            tokens,
+            batched,
             make_body(meta, payload),
             now + self.config.send_timeout_millis / 1000 if self.config.send_timeout_millis > 0 else float("inf"),
-            first.txn,
+            txn,
         )
-        if first.txn is not None:
-            first.txn.ops += len(messages)
+        if txn is not None:
+            txn.ops += len(tokens)
         self._pending.append(entry)
-        self._in_flight += len(messages)
         if self.conn is not None and self.conn.ready:
             self._write(entry)
 
@@ -267,7 +363,7 @@ class ProducerCore:
         fields: dict[str, Any] = {
             "producer_id": self.producer_id,
             "sequence_id": entry.sequence_id,
-            "num_messages": len(entry.messages),
+            "num_messages": len(entry.tokens),
         }
         if entry.highest_sequence_id != entry.sequence_id:
             fields["highest_sequence_id"] = entry.highest_sequence_id
@@ -286,19 +382,18 @@ class ProducerCore:
         events: list[SendDone] = []
         while self._pending and self._pending[0].sequence_id <= receipt.sequence_id:
             entry = self._pending.popleft()
-            count = len(entry.messages)
-            self._in_flight -= count
+            count = len(entry.tokens)
+            self.pending_count -= count
             if entry.sequence_id < receipt.sequence_id:
                 continue  # an older entry's receipt was lost with a connection; it was stored before this one
             base = WireMessageId.from_proto(receipt.message_id)
-            batched = count > 1 or (self.config.batching_enabled and entry.messages[0].deliver_at is None)
+            batched = entry.batched
             ledger, entry_id, partition = base.ledger, base.entry, self.partition
-            for index, message in enumerate(entry.messages):
-                if message.token is not None:  # nobody waits for the others
-                    mid = (ledger, entry_id, partition, index if batched else -1, count)
-                    events.append(SendDone(message.token, mid))
+            for index, token in enumerate(entry.tokens):
+                if token is not None:  # nobody waits for the others
+                    events.append(SendDone(token, (ledger, entry_id, partition, index if batched else -1, count)))
             if entry.txn is not None:
-                entry.txn.ops -= len(entry.messages)
+                entry.txn.ops -= count
         return events
 
     def fail_pending(self, error: PulsarException) -> list[SendDone]:
@@ -306,13 +401,13 @@ class ProducerCore:
         events = []
         for entry in self._pending:
             if entry.txn is not None:
-                entry.txn.ops -= len(entry.messages)
-                entry.txn.failed_ops += len(entry.messages)
-            events += [SendDone(m.token, None, error) for m in entry.messages]
+                entry.txn.ops -= len(entry.tokens)
+                entry.txn.failed_ops += len(entry.tokens)
+            events += [SendDone(token, None, error) for token in entry.tokens]
         self._pending.clear()
-        self._in_flight = 0
-        events += [SendDone(m.token, None, error) for m in self._batch]
-        self._batch, self._batch_bytes, self._batch_deadline = [], 0, None
+        events += [SendDone(token, None, error) for token in self._batch_tokens]
+        self._clear_batch()
+        self.pending_count = 0
         return events
 
     def poll_timeout(self) -> float | None:
@@ -375,10 +470,60 @@ def _key_values(items: Iterable[tuple[str, str]]) -> list[Any]:
     return [KeyValue(key=k, value=v) for k, v in items]
 
 
+def _plain_batch(payloads: list[bytes], first: int) -> bytes:
+    """The batch payload of messages that are payloads alone, with sequence ids from ``first`` on: each behind its
+    single-message metadata of payload_size (field 3) and sequence_id (field 8), encoded here.
+
+    A sequence id's varint is its low 7 bits (continued) then the varint of the rest, which changes once in 128
+    ids: when the payloads are of one size (the usual batch), each message is a start from a table (kept per size),
+    that rest and its payload, put together without a Python step per message."""
+    count = len(payloads)
+    size = len(payloads[0])
+    if list(map(len, payloads)).count(size) != count:
+        return b"".join(_single_parts(payloads, first))
+    starts: list[bytes] = []
+    rests: list[bytes] = []
+    sequence, end = first, first + count
+    while sequence < end:
+        high = sequence >> 7
+        stop = min(end, (high + 1) << 7)
+        rest = _varint(high) if high else b""
+        starts += _head_starts(size, len(rest))[sequence & 0x7F : (stop - 1 & 0x7F) + 1]
+        rests += [rest] * (stop - sequence)
+        sequence = stop
+    parts: list[bytes] = [b""] * (3 * count)
+    parts[::3] = starts
+    parts[1::3] = rests
+    parts[2::3] = payloads
+    return b"".join(parts)
+
+
+@functools.lru_cache(maxsize=64)
+def _head_starts(size: int, rest: int) -> list[bytes]:
+    """For sequence ids whose varint continues with ``rest`` bytes (0: ids below 128), by their low 7 bits: the
+    single-message metadata of a ``size``-byte payload up to that varint's rest (all of it for ids below 128)."""
+    encoded_size = _varint(size)
+    start = _U32.pack(3 + len(encoded_size) + rest) + b"\x18" + encoded_size + b"\x40"
+    return [start + low for low in (_CONTINUED if rest else _SMALL)]
+
+
+def _single_parts(payloads: list[bytes], first: int) -> list[bytes]:
+    """:func:`_plain_batch` of payloads of different sizes, as a list of parts to join."""
+    parts: list[bytes] = []
+    sequence = first
+    for data in payloads:
+        encoded = b"\x18" + _varint(len(data)) + b"\x40" + _varint(sequence)
+        parts += (_U32.pack(len(encoded)) + encoded, data)
+        sequence += 1
+    return parts
+
+
 def _varint(value: int) -> bytes:
     """A protobuf varint (``value`` >= 0)."""
     if value < 0x80:
         return _SMALL[value]
+    if value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
     out = bytearray()
     while value >= 0x80:
         out.append(value & 0x7F | 0x80)
@@ -388,3 +533,5 @@ def _varint(value: int) -> bytes:
 
 
 _SMALL = [bytes([i]) for i in range(0x80)]
+#: The first byte of a varint of 128 or more, by its low 7 bits.
+_CONTINUED = [bytes([i | 0x80]) for i in range(0x80)]

@@ -42,6 +42,8 @@ class BytesSchema(Schema):
         super().__init__(bytes, 0, None, "BYTES")
 
     def encode(self, data: bytes) -> bytes:
+        if type(data) is bytes:
+            return data
         if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError(f"Invalid type '{type(data)}' for BytesSchema: bytes expected")
         return bytes(data)
