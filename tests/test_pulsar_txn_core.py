@@ -125,6 +125,66 @@ def test_batches_leave_at_the_publish_delay_and_receipts_name_each_message() -> 
     assert core.pending_count == 0
 
 
+def _batches(broker: Broker, conn: Connection) -> list[tuple[int, int, list[tuple[SingleMessageMetadata, bytes]]]]:
+    """(sequence_id, highest_sequence_id, messages) of each SEND the core transmitted."""
+    out = []
+    for sent in broker.read(conn):
+        body = parse_body(sent.body)
+        singles = split_batch(body.payload, body.metadata.num_messages_in_batch)
+        assert build_batch(singles) == body.payload  # the bytes protobuf writes for the same metadata
+        assert sent.command.send.num_messages == len(singles)
+        out.append((body.metadata.sequence_id, sent.command.send.highest_sequence_id, singles))
+    return out
+
+
+@pytest.mark.parametrize("first", [0, 100, 16250, (1 << 21) - 300])
+def test_payloads_alone_and_detailed_messages_share_batches_with_protobufs_encoding(first: int) -> None:
+    """Batches of payloads alone (of one size and of several, their sequence ids crossing where a varint grows) and
+    batches mixing them with messages that carry metadata or their own sequence id: every message keeps its payload,
+    sequence id and metadata; a transaction change starts a new batch; counts and receipts match."""
+    conn, broker = connected()
+    core = _producer(conn, batching_enabled=True, batching_max_messages=500, initial_sequence_id=first - 1)
+    payloads = [b"%05d" % i for i in range(500)]  # one size: the table path
+    for i, payload in enumerate(payloads):
+        assert core.send_payload(payload, i, 0.0) == (i in (0, 499))  # opened; full, so sent
+    assert core.pending_count == 500
+    [(sequence, highest, singles)] = _batches(broker, conn)
+    assert (sequence, highest) == (first, first + 499)
+    assert [(s.sequence_id, s.payload_size, p) for s, p in singles] == [
+        (first + i, 5, p) for i, p in enumerate(payloads)
+    ]
+    assert not any(s.HasField("partition_key") or s.properties for s, _ in singles)
+    mixed = [b"x" * (i % 3) for i in range(200)]  # several sizes, one with properties, one with its own sequence id
+    for i, payload in enumerate(mixed):
+        if i == 7:
+            core.send(OutMessage(payload, token="P", properties={"k": "v"}), 0.0)
+        elif i == 8:
+            core.send(OutMessage(payload, token="S", sequence_id=first + 10_000), 0.0)
+        else:
+            core.send_payload(payload, None, 0.0)
+    txn = TransactionCore(TxnId(1, 2), 60000, opened_at=0.0)
+    assert core.send(OutMessage(b"t", token="T", txn=txn), 0.0)  # a transaction: the open batch leaves first
+    core.flush(0.0)
+    [(sequence, highest, singles), (txn_sequence, _, [(txn_single, txn_payload)])] = _batches(broker, conn)
+    expected = [first + 500 + i for i in range(8)] + [first + 10_000 + i for i in range(192)]
+    assert (sequence, highest) == (first + 500, expected[-1])
+    assert [(s.sequence_id, p) for s, p in singles] == list(zip(expected, mixed, strict=True))
+    assert [(kv.key, kv.value) for kv in singles[7][0].properties] == [("k", "v")]
+    assert (txn_sequence, txn_single.sequence_id, txn_payload) == (expected[-1] + 1,) * 2 + (b"t",)
+    assert core.pending_count == 701 and txn.ops == 1
+    conn.handle_bytes(
+        frame(T.SEND_RECEIPT, producer_id=7, sequence_id=first + 500, message_id={"ledgerId": 3, "entryId": 2}), 1.0
+    )
+    done = [(e.token, e.message_id) for e in events(conn)]
+    assert done == [("P", (3, 2, -1, 7, 200)), ("S", (3, 2, -1, 8, 200))]  # the first entry's receipt was lost
+    assert core.pending_count == 1
+    core.send(OutMessage(b"d", token="D", txn=txn), 0.0)
+    assert core.discard(txn) == ["D"] and core.pending_count == 1
+    core.send_payload(b"k", "K", 0.0)
+    assert [e.token for e in core.fail_pending(Timeout("t"))] == ["T", "K"]
+    assert core.pending_count == 0 and (txn.ops, txn.failed_ops) == (0, 1)
+
+
 def test_entries_in_flight_are_sent_again_after_a_reconnection_and_time_out() -> None:
     conn, broker = connected()
     core = _producer(conn, send_timeout_millis=5000)
