@@ -52,6 +52,8 @@ T = BaseCommand
 log = logging.getLogger("pulsar_txn")
 #: Lookups follow at most this many redirects (Pulsar's ``maxLookupRedirects``).
 MAX_REDIRECTS = 20
+#: Bytes asked of a socket per recv.
+_READ_SIZE = 1 << 20
 
 
 class TlsVerificationError(ConnectError):
@@ -78,6 +80,7 @@ class Link:
         Link._ids += 1
         self.id = Link._ids
         self.sock = sock
+        self.tls = isinstance(sock, ssl.SSLSocket)
         self.core = core
         self.out = bytearray()
         self.greeted: set[int] = set()
@@ -415,8 +418,11 @@ class Runtime:
     # -- the I/O thread -------------------------------------------------------------------------
 
     def _io_loop(self) -> None:
-        while True:
-            with self.lock:
+        # The lock is held but while waiting in select: one release and one acquire per wake-up, so a user thread
+        # woken by what this thread read takes the lock once, as this thread goes to wait.
+        self.lock.acquire()
+        try:
+            while True:
                 if self.closed and not any(link.out for link in self._links.values()):
                     break
                 now = self.now()
@@ -431,13 +437,14 @@ class Runtime:
                             self._selector.modify(
                                 link.sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if link.out else 0), link
                             )
-                tls_pending = any(
-                    isinstance(link.sock, ssl.SSLSocket) and link.sock.pending() for link in self._links.values()
-                )
+                tls_pending = any(link.tls and link.sock.pending() for link in self._links.values())
                 self._io_active = False
-            ready = self._selector.select(0 if tls_pending else timeout)
-            self._io_active = True
-            with self.lock:
+                self.lock.release()
+                try:
+                    ready = self._selector.select(0 if tls_pending else timeout)
+                finally:
+                    self._io_active = True
+                    self.lock.acquire()
                 now = self.now()
                 readable = {key.data for key, mask in ready if key.data is not None and mask & selectors.EVENT_READ}
                 if any(key.data is None for key, _ in ready):
@@ -448,7 +455,7 @@ class Runtime:
                 for link in list(self._links.values()):
                     if link.core.has_output:  # what user threads left to this thread since it woke
                         self._transmit(link)
-                    if link in readable or (isinstance(link.sock, ssl.SSLSocket) and link.sock.pending()):
+                    if link in readable or (link.tls and link.sock.pending()):
                         self._read(link, now)
                     link.core.handle_timeout(now)
                     self._dispatch(link)
@@ -462,13 +469,15 @@ class Runtime:
                     core.handle_timeout(now)  # a batch due is queued to wait for the registration
                     self._complete(core.expire(now))
                 self.cond.notify_all()
+        finally:
+            self.lock.release()
         for link in list(self._links.values()):
             self._drop(link)
 
     def _read(self, link: Link, now: float) -> None:
         while True:
             try:
-                data = link.sock.recv(1 << 20)
+                data = link.sock.recv(_READ_SIZE)
             except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 return
             except OSError as exc:
@@ -477,6 +486,8 @@ class Runtime:
             link.core.handle_bytes(data, now)
             if not data or link.core.state is ConnectionState.CLOSED:
                 return
+            if len(data) < _READ_SIZE and not link.tls:
+                return  # drained for now: no second recv only to hear EAGAIN (the selector reports what comes next)
 
     def _transmit(self, link: Link) -> None:
         data = link.core.poll_transmit()
