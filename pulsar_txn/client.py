@@ -85,6 +85,15 @@ def _message_id(core_partition: int, raw: tuple[int, int, int, int, int] | None)
     return mid
 
 
+def _send_callback(callback: Callable[[Any, MessageId | None], None]) -> Callable[[Any, PulsarException | None], None]:
+    """The token of a ``send_async``: calls ``callback(result, message_id)`` with what the I/O thread reports."""
+
+    def done(raw: Any, error: PulsarException | None) -> None:
+        callback(result_of(error), _message_id(-1, raw))
+
+    return done
+
+
 class Transaction:
     """A transaction (``client.new_transaction()``): send with ``producer.send(..., txn=txn)``, acknowledge with
     ``consumer.acknowledge(msg, txn=txn)``, then :meth:`commit` or :meth:`abort`. As a context manager it commits at
@@ -379,13 +388,7 @@ class Producer:
         """Queue a message; ``callback(result, message_id)`` runs once the broker stored it (``result`` is
         ``Result.Ok``) or it failed (the error's ``Result``, ``message_id`` None)."""
 
-        if callback is None:
-            token = None
-        else:
-
-            def token(raw: Any, error: PulsarException | None) -> None:
-                callback(result_of(error), _message_id(-1, raw))
-
+        token = None if callback is None else _send_callback(callback)
         if (
             not properties
             and partition_key is None
