@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 T = BaseCommand
 _U32 = struct.Struct(">I")
+#: Read once: an attribute of a protobuf enum wrapper is a Python-level lookup on every entry.
+_NO_COMPRESSION = CompressionType.NONE
+_SEND = T.SEND
 
 
 @dataclass(slots=True)
@@ -338,7 +341,7 @@ class ProducerCore:
                 meta.replicate_to.append("__local__")
         elif self.schema_version is not None:
             meta.schema_version = self.schema_version
-        if self.config.compression_type != CompressionType.NONE:
+        if self.config.compression_type != _NO_COMPRESSION:
             meta.compression = self.config.compression_type
             meta.uncompressed_size = len(payload)
             payload = compress(self.config.compression_type, payload)
@@ -369,7 +372,7 @@ class ProducerCore:
             fields["highest_sequence_id"] = entry.highest_sequence_id
         if entry.txn is not None:
             fields["txnid_most_bits"], fields["txnid_least_bits"] = entry.txn.txn_id
-        self.conn.send(make(T.SEND, **fields), entry.body)
+        self.conn.send(make(_SEND, **fields), entry.body)
 
     # -- receipts and timers -------------------------------------------------------------
 
