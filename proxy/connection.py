@@ -32,12 +32,11 @@ from proxy.stats_json import consumer_stats
 from proxy.tls import verified_peer_certificate
 from proxy.topic_lists import TopicListCommands
 from proxy.transactions import TransactionCommands, transactional_ack
-from wire.commands import NO_ID, ReceiptEncoder, frame, make, payload_of, type_name
+from wire.commands import NO_ID, MessageEncoder, ReceiptEncoder, frame, make, payload_of, type_name
 from wire.framing import (
     FrameDecoder,
     ProtocolError,
     encode_command,
-    encode_payload_command,
     parse_body,
 )
 from wire.message_id import MessageId
@@ -182,6 +181,7 @@ class PulsarConnection(protocol.Protocol):
         self.state = State.AWAITING_CONNECT
         self.decoder = FrameDecoder(self.broker.config.max_message_size)
         self._receipts = ReceiptEncoder()
+        self._messages = MessageEncoder()
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
         self._producer_requests: dict[int, int] = {}
@@ -838,21 +838,14 @@ class PulsarConnection(protocol.Protocol):
         ledger = topic.ledger_id if topic else 0
         # The client takes the partition of received message ids from here, as the Java broker sends it.
         partition = topic.name.partition_index if topic else -1
+        encode = self._messages.encode
+        consumer_id, epoch = consumer.consumer_id, consumer.epoch
         parts = []
         for delivery in deliveries:
-            cmd = BaseCommand(type=T.MESSAGE)
-            message = cmd.message
-            message.consumer_id = consumer.consumer_id
-            message.message_id.ledgerId = ledger
-            message.message_id.entryId = delivery.entry.entry_id
-            message.message_id.partition = partition
-            if delivery.redelivery_count:
-                message.redelivery_count = delivery.redelivery_count
-            if delivery.unacked_mask is not None:
-                message.ack_set.extend(mask_to_words(delivery.unacked_mask))
-            if consumer.epoch is not None:
-                message.consumer_epoch = consumer.epoch
-            parts.append(encode_payload_command(cmd, delivery.entry.body))
+            entry, mask = delivery.entry, delivery.unacked_mask
+            words = None if mask is None else mask_to_words(mask)
+            count = delivery.redelivery_count
+            parts.append(encode(consumer_id, ledger, entry.entry_id, partition, count, words, epoch, entry.body))
         self.write(b"".join(parts))
 
     def active_consumer_change(self, consumer: Consumer, is_active: bool) -> None:

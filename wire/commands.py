@@ -60,6 +60,58 @@ def type_name(kind: int) -> str:
     return BaseCommand.Type.Name(kind)
 
 
+class MessageEncoder:
+    """Encodes MESSAGE frames, what dispatch sends, without building a command per message.
+
+    One command is kept and its fields overwritten for each message (the optional ones cleared only when the message
+    before set one): use one encoder per thread.
+    """
+
+    def __init__(self) -> None:
+        self._command = BaseCommand(type=BaseCommand.MESSAGE)
+        self._message = self._command.message
+        self._message_id = self._message.message_id
+        #: Whether the last message set an optional field (redelivery count, ack set, consumer epoch).
+        self._optional = False
+
+    def encode(
+        self,
+        consumer_id: int,
+        ledger_id: int,
+        entry_id: int,
+        partition: int,
+        redelivery_count: int,
+        ack_set: list[int] | None,
+        epoch: int | None,
+        body: bytes,
+    ) -> bytes:
+        """The frame of one message: ``body`` (a stored message body) delivered to ``consumer_id`` as ``(ledger_id,
+        entry_id)`` of ``partition``; a ``redelivery_count`` of 0 and an empty ``ack_set`` are left out, and so is
+        ``epoch`` when None."""
+        message = self._message
+        if self._optional:
+            message.ClearField("redelivery_count")
+            message.ClearField("ack_set")
+            message.ClearField("consumer_epoch")
+            self._optional = False
+        message.consumer_id = consumer_id
+        message_id = self._message_id
+        message_id.ledgerId = ledger_id
+        message_id.entryId = entry_id
+        message_id.partition = partition
+        if redelivery_count:
+            message.redelivery_count = redelivery_count
+            self._optional = True
+        if ack_set:
+            message.ack_set.extend(ack_set)
+            self._optional = True
+        if epoch is not None:
+            message.consumer_epoch = epoch
+            self._optional = True
+        data = self._command.SerializeToString()
+        return _HEADER.pack(len(data) + 4 + len(body), len(data)) + data + body
+
+
 class ReceiptEncoder:
     """Encodes SEND_RECEIPT frames, the most frequent answer, without building a command per receipt.
 
