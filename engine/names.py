@@ -31,9 +31,13 @@ class TopicName:
     local: str
     #: ``domain://tenant/namespace/local``, built once: commands and sends look topics up by it.
     full: str = field(init=False, repr=False, compare=False)
+    #: The partition number of a ``-partition-N`` name, or -1 (found once: every dispatch sends it).
+    partition_index: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "full", f"{self.domain}://{self.tenant}/{self.namespace}/{self.local}")
+        base, sep, index = self.local.rpartition(PARTITION_SUFFIX)
+        object.__setattr__(self, "partition_index", int(index) if sep and base and index.isdecimal() else -1)
 
     @classmethod
     @functools.lru_cache(maxsize=65536)  # names are immutable, and parsing runs on every command
@@ -61,14 +65,6 @@ class TopicName:
     @property
     def namespace_name(self) -> str:
         return f"{self.tenant}/{self.namespace}"
-
-    @property
-    def partition_index(self) -> int:
-        """The partition number of a ``-partition-N`` name, or -1."""
-        base, sep, index = self.local.rpartition(PARTITION_SUFFIX)
-        if sep and base and index.isdigit():
-            return int(index)
-        return -1
 
     @property
     def partitioned_parent(self) -> TopicName:

@@ -301,7 +301,8 @@ class ConsumerGroup:
         for consumer in self.consumers:
             for slot in ring_slots(consumer.name, self._name_index[consumer]):
                 points.setdefault(slot, consumer)
-        self._ring = sorted(points.items(), key=lambda point: point[0])
+        # By slot (each slot is one point's: the consumers are never compared).
+        self._ring = sorted(points.items())
 
     def _owner_of(self, key: bytes) -> Consumer | None:
         """The Key_Shared consumer of a sticky key, if any: by fixed ranges, or the first ring point at or after the
