@@ -33,6 +33,8 @@ class TopicName:
     full: str = field(init=False, repr=False, compare=False)
     #: The partition number of a ``-partition-N`` name, or -1 (found once: every dispatch sends it).
     partition_index: int = field(init=False, repr=False, compare=False)
+    #: The name of the partitioned topic of a partition, once asked for (see :attr:`partitioned_parent`).
+    _parent: TopicName | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "full", f"{self.domain}://{self.tenant}/{self.namespace}/{self.local}")
@@ -71,7 +73,11 @@ class TopicName:
         """The partitioned topic this partition belongs to (itself if it is no partition)."""
         if self.partition_index < 0:
             return self
-        return TopicName(self.domain, self.tenant, self.namespace, self.local.rpartition(PARTITION_SUFFIX)[0])
+        parent = self._parent
+        if parent is None:  # built once: policies and limits are looked up by it on every subscribe and send
+            parent = TopicName(self.domain, self.tenant, self.namespace, self.local.rpartition(PARTITION_SUFFIX)[0])
+            object.__setattr__(self, "_parent", parent)
+        return parent
 
     @property
     def schema_name(self) -> str:
