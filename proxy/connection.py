@@ -58,6 +58,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = BaseCommand
+#: The most frequent command's type, as a constant (a look-up on the message class costs more).
+_SEND = T.SEND
 #: Highest protocol version this endpoint speaks (v20: topic migration).
 PROTOCOL_VERSION = 20
 #: Seconds a closing connection may take to flush its last writes before it is aborted.
@@ -274,8 +276,10 @@ class PulsarConnection(protocol.Protocol):
         finally:
             self._reading = False
         # The answers to this read go out now, not after the reads of every other connection in this turn.
-        self.flush()
-        self._watch_unfinished_frame(completed)
+        if self._outbox:
+            self.flush()
+        if self._frame_begun is not None or self.decoder.buffered:
+            self._watch_unfinished_frame(completed)
 
     def begin_read(self) -> None:
         """Gather the data received until :meth:`end_read` (the TLS records of one network read)."""
@@ -329,7 +333,7 @@ class PulsarConnection(protocol.Protocol):
             completed = True
             command = item.command
             try:
-                if self._run and command.type != T.SEND:
+                if self._run and command.type != _SEND:
                     self._end_run()
                 self._handle(command, item.body)
             except ProtocolError as exc:
@@ -439,7 +443,7 @@ class PulsarConnection(protocol.Protocol):
     def _handle(self, command: BaseCommand, body: bytes | None) -> None:
         check_command(command)
         kind = command.type
-        if kind == T.SEND and self.state is State.CONNECTED:
+        if kind == _SEND and self.state is State.CONNECTED:
             # The most frequent command, first: what the general path below checks, for a SEND.
             if not command.send.IsInitialized():
                 raise ProtocolError("required fields are missing")
