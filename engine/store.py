@@ -93,9 +93,14 @@ def _full_disk_named() -> Iterator[None]:
     try:
         yield
     except sqlite3.Error as exc:
-        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-            raise StoreFullError(f"No space left on device for the store ({exc})") from exc
+        _name_full_disk(exc)
         raise
+
+
+def _name_full_disk(exc: sqlite3.Error) -> None:
+    """Raise ``exc`` as :class:`StoreFullError` if it is SQLite's "database or disk is full"."""
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        raise StoreFullError(f"No space left on device for the store ({exc})") from exc
 
 
 class StagedWrites(NamedTuple):
@@ -528,8 +533,11 @@ class Store:
     def write(self, staged: StagedWrites) -> None:
         """Make taken writes durable in one transaction (may run on another thread, one call at a time); then, if
         it or a commit before it deleted something, give free pages back."""
-        with _full_disk_named():
+        try:  # what _full_disk_named() does, without a context manager's cost at every commit
             _write(self._writer, staged, self._log_table)
+        except sqlite3.Error as exc:
+            _name_full_disk(exc)
+            raise
         outside = self._deletions_outside
         if self._incremental and (self._pages_left or outside != self._deletions_seen or _deletes(staged)):
             self._deletions_seen = outside
