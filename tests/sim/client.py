@@ -122,6 +122,9 @@ _WITH_ERROR = frozenset(
 )
 
 _MESSAGE, _SEND_RECEIPT, _SEND_ERROR = BaseCommand.MESSAGE, BaseCommand.SEND_RECEIPT, BaseCommand.SEND_ERROR
+_ERROR, _PING, _CONNECTED, _FLOW = BaseCommand.ERROR, BaseCommand.PING, BaseCommand.CONNECTED, BaseCommand.FLOW
+#: The closes of a producer or consumer the server starts.
+_CLOSES = (BaseCommand.CLOSE_PRODUCER, BaseCommand.CLOSE_CONSUMER)
 
 #: The SEND command and its message's metadata that :meth:`Connection.publish` fills for each message.
 _SEND = BaseCommand(type=BaseCommand.SEND)
@@ -162,10 +165,10 @@ def frame(kind: int, **fields: Any) -> bytes:
 
 def failed(answer: Any) -> bool:
     """Whether an answer is a loss, a timeout or an error."""
-    if not isinstance(answer, BaseCommand):
+    if type(answer) is not BaseCommand:
         return True
     kind = answer.type
-    if kind == T.ERROR or kind == T.SEND_ERROR:
+    if kind in (_ERROR, _SEND_ERROR):
         return True
     return kind in _WITH_ERROR and payload_of(answer).HasField("error")
 
@@ -310,7 +313,7 @@ class Connection:
         return future
 
     def send_flow(self, consumer_id: int, permits: int) -> None:
-        self.send(frame(T.FLOW, consumer_id=consumer_id, messagePermits=permits))
+        self.send(frame(_FLOW, consumer_id=consumer_id, messagePermits=permits))
 
     def send_redeliver(self, consumer_id: int, ids: list[tuple[int, int]] | None = None) -> None:
         """Negative acknowledgement of the messages ``ids`` (ledger, entry) of a consumer, or of all it holds."""
@@ -350,14 +353,14 @@ class Connection:
             if future is not None:
                 future.resolve(command)
             return
-        if kind == T.PING:
+        if kind == _PING:
             self.send(frame(T.PONG))
             return
-        if kind == T.CONNECTED:
+        if kind == _CONNECTED:
             if self._connected is not None:
                 self._connected.resolve(command)
             return
-        if kind in (T.CLOSE_PRODUCER, T.CLOSE_CONSUMER):
+        if kind in _CLOSES:
             # The server dropped a producer or consumer: start over on a new connection, as simple as it is safe.
             self.abort(f"server closed a {type(payload_of(command)).__name__}")
             return
