@@ -27,8 +27,9 @@ def make(kind: int, **fields: Any) -> BaseCommand:
 def frame(kind: int, **fields: Any) -> bytes:
     """:func:`make`, encoded as a simple frame.
 
-    Most answers hold scalar fields only: those are set on a command kept per type and thread (cleared first), which
-    costs a sixth of building a command from keyword arguments; a nested message or a list goes through :func:`make`.
+    The fields are set on a command kept per type and thread (cleared first), which costs a sixth of building a
+    command from keyword arguments: scalars, and lists of scalars or of sub-messages given as dicts; a nested message
+    given as a dict goes through :func:`make`.
     """
     kept = _kept.__dict__
     pair = kept.get(kind)
@@ -39,9 +40,17 @@ def frame(kind: int, **fields: Any) -> bytes:
     sub.Clear()
     try:
         for name, value in fields.items():
-            setattr(sub, name, value)
+            if type(value) is list:
+                repeated = getattr(sub, name)
+                if value and type(value[0]) is dict:
+                    for item in value:
+                        repeated.add(**item)
+                else:
+                    repeated.extend(value)
+            else:
+                setattr(sub, name, value)
     except (AttributeError, TypeError):
-        # A nested message or a repeated field (or a bad value, which make() reports).
+        # A nested message (or a bad value, which make() reports).
         return encode_command(make(kind, **fields))
     return encode_command(command)
 

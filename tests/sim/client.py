@@ -11,11 +11,10 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
-from wire.commands import FIELD_OF_TYPE, payload_of
+from wire.commands import FIELD_OF_TYPE, frame, payload_of
 from wire.framing import (
     FrameDecoder,
     ProtocolError,
-    encode_command,
     encode_payload_command,
     make_body,
     stored_metadata,
@@ -135,32 +134,6 @@ _WITH_REQUEST_ID = frozenset(
     for kind, name in FIELD_OF_TYPE.items()
     if "request_id" in BaseCommand.DESCRIPTOR.fields_by_name[name].message_type.fields_by_name
 )
-
-
-#: Per command type, the command :func:`frame` fills for each request, and its sub-message.
-_KEPT: dict[int, tuple[BaseCommand, Any]] = {}
-
-
-def frame(kind: int, **fields: Any) -> bytes:
-    """The bytes of ``wire.commands.frame(kind, **fields)``, lists (of scalars or of sub-messages as dicts) included,
-    set on a command kept per type (cleared first) rather than built for each request."""
-    pair = _KEPT.get(kind)
-    if pair is None:
-        command = BaseCommand(type=kind)
-        pair = _KEPT[kind] = (command, getattr(command, FIELD_OF_TYPE[kind]))
-    command, sub = pair
-    sub.Clear()
-    for name, value in fields.items():
-        if type(value) is list:
-            repeated = getattr(sub, name)
-            if value and type(value[0]) is dict:
-                for item in value:
-                    repeated.add(**item)
-            else:
-                repeated.extend(value)
-        else:
-            setattr(sub, name, value)
-    return encode_command(command)
 
 
 def failed(answer: Any) -> bool:
@@ -295,8 +268,8 @@ class Connection:
         if not self.alive:
             future.resolve(LOST)
             return future
-        # One metadata and one SEND command, their fields overwritten for each message (as ``frame`` keeps its
-        # commands).
+        # One metadata and one SEND command, their fields overwritten for each message (as ``wire.commands.frame``
+        # keeps its commands).
         metadata = _METADATA
         metadata.Clear()
         metadata.producer_name, metadata.sequence_id = producer_name, sequence_id
