@@ -97,15 +97,23 @@ class Cursor:
     # -- persistence ----------------------------------------------------------------------------
 
     def dumps(self) -> str:
-        """Serialise: mark-delete, acknowledged ranges above it, partial batches."""
-        ranges: list[list[int]] = []
-        for e in sorted(self.acked):
-            if ranges and ranges[-1][1] == e - 1:
-                ranges[-1][1] = e
-            else:
-                ranges.append([e, e])
-        batches = {str(e): format(m, "x") for e, m in self.batches.items()}
-        return json.dumps({"mark_delete": self.mark_delete, "acked": ranges, "batches": batches})
+        """Serialise: mark-delete, acknowledged ranges above it, partial batches.
+
+        The JSON text of ``{"mark_delete": int, "acked": [[start, end], ...], "batches": {"entry": "hex mask"}}`` as
+        ``json.dumps`` writes it, written out directly (a cursor is written at nearly every commit, mostly with
+        nothing acknowledged above its mark-delete; ``json.dumps`` cost several times more).
+        """
+        acked = ""
+        if self.acked:
+            ranges: list[list[int]] = []
+            for e in sorted(self.acked):
+                if ranges and ranges[-1][1] == e - 1:
+                    ranges[-1][1] = e
+                else:
+                    ranges.append([e, e])
+            acked = ", ".join([f"[{start}, {end}]" for start, end in ranges])
+        batches = ", ".join([f'"{e}": "{m:x}"' for e, m in self.batches.items()]) if self.batches else ""
+        return f'{{"mark_delete": {self.mark_delete}, "acked": [{acked}], "batches": {{{batches}}}}}'
 
     @classmethod
     def loads(cls, text: str) -> Cursor:

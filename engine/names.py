@@ -31,9 +31,15 @@ class TopicName:
     local: str
     #: ``domain://tenant/namespace/local``, built once: commands and sends look topics up by it.
     full: str = field(init=False, repr=False, compare=False)
+    #: The partition number of a ``-partition-N`` name, or -1 (found once: every dispatch sends it).
+    partition_index: int = field(init=False, repr=False, compare=False)
+    #: The name of the partitioned topic of a partition, once asked for (see :attr:`partitioned_parent`).
+    _parent: TopicName | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "full", f"{self.domain}://{self.tenant}/{self.namespace}/{self.local}")
+        base, sep, index = self.local.rpartition(PARTITION_SUFFIX)
+        object.__setattr__(self, "partition_index", int(index) if sep and base and index.isdecimal() else -1)
 
     @classmethod
     @functools.lru_cache(maxsize=65536)  # names are immutable, and parsing runs on every command
@@ -63,19 +69,15 @@ class TopicName:
         return f"{self.tenant}/{self.namespace}"
 
     @property
-    def partition_index(self) -> int:
-        """The partition number of a ``-partition-N`` name, or -1."""
-        base, sep, index = self.local.rpartition(PARTITION_SUFFIX)
-        if sep and base and index.isdigit():
-            return int(index)
-        return -1
-
-    @property
     def partitioned_parent(self) -> TopicName:
         """The partitioned topic this partition belongs to (itself if it is no partition)."""
         if self.partition_index < 0:
             return self
-        return TopicName(self.domain, self.tenant, self.namespace, self.local.rpartition(PARTITION_SUFFIX)[0])
+        parent = self._parent
+        if parent is None:  # built once: policies and limits are looked up by it on every subscribe and send
+            parent = TopicName(self.domain, self.tenant, self.namespace, self.local.rpartition(PARTITION_SUFFIX)[0])
+            object.__setattr__(self, "_parent", parent)
+        return parent
 
     @property
     def schema_name(self) -> str:

@@ -93,9 +93,14 @@ def _full_disk_named() -> Iterator[None]:
     try:
         yield
     except sqlite3.Error as exc:
-        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-            raise StoreFullError(f"No space left on device for the store ({exc})") from exc
+        _name_full_disk(exc)
         raise
+
+
+def _name_full_disk(exc: sqlite3.Error) -> None:
+    """Raise ``exc`` as :class:`StoreFullError` if it is SQLite's "database or disk is full"."""
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        raise StoreFullError(f"No space left on device for the store ({exc})") from exc
 
 
 class StagedWrites(NamedTuple):
@@ -528,8 +533,11 @@ class Store:
     def write(self, staged: StagedWrites) -> None:
         """Make taken writes durable in one transaction (may run on another thread, one call at a time); then, if
         it or a commit before it deleted something, give free pages back."""
-        with _full_disk_named():
+        try:  # what _full_disk_named() does, without a context manager's cost at every commit
             _write(self._writer, staged, self._log_table)
+        except sqlite3.Error as exc:
+            _name_full_disk(exc)
+            raise
         outside = self._deletions_outside
         if self._incremental and (self._pages_left or outside != self._deletions_seen or _deletes(staged)):
             self._deletions_seen = outside
@@ -601,11 +609,14 @@ def _free_pages(db: sqlite3.Connection) -> bool:
 def _write(db: sqlite3.Connection, staged: StagedWrites, log_table: Callable[[int], tuple[str, int]]) -> None:
     """One transaction of staged writes on ``db`` (``log_table`` names where a topic's entries go)."""
     entries, cursors, sequences, ops, txn_records, txn_removals, topics = staged
-    db.execute("BEGIN")
+    # One cursor for every statement (a connection's execute() makes a cursor for each).
+    cursor = db.cursor()
+    execute = cursor.execute
+    execute("BEGIN")
     try:
         for name, topic_id, ledger_id, created_ms in topics:
-            db.execute("INSERT INTO topics VALUES (?, ?, ?)", (name, topic_id, ledger_id))
-            db.execute("INSERT OR REPLACE INTO metadata VALUES (?, ?, ?)", (TOPIC_CREATED, name, str(created_ms)))
+            execute("INSERT INTO topics VALUES (?, ?, ?)", (name, topic_id, ledger_id))
+            execute("INSERT OR REPLACE INTO metadata VALUES (?, ?, ?)", (TOPIC_CREATED, name, str(created_ms)))
         # The entries of all topics sharing the one table go in together: statements of many rows each, however
         # many topics the commit holds.
         shared: list[tuple[int, int, bytes]] = []
@@ -613,24 +624,27 @@ def _write(db: sqlite3.Connection, staged: StagedWrites, log_table: Callable[[in
             table, base = log_table(topic_id)
             if base:
                 shared.extend([(base + entry_id, publish_time, body) for entry_id, publish_time, body in rows])
-            else:
-                _execute_rows(db, f"INSERT INTO {table} VALUES", "(?, ?, ?)", ", ", rows)
-        _execute_rows(db, "INSERT INTO entries VALUES", "(?, ?, ?)", ", ", shared)
+            elif rows:
+                _execute_rows(cursor, f"INSERT INTO {table} VALUES", "(?, ?, ?)", ", ", rows)
+        if shared:
+            _execute_rows(cursor, "INSERT INTO entries VALUES", "(?, ?, ?)", ", ", shared)
         for (topic_id, name), state in cursors.items():
             if state is None:
-                db.execute("DELETE FROM cursors WHERE topic_id = ? AND name = ?", (topic_id, name))
+                execute("DELETE FROM cursors WHERE topic_id = ? AND name = ?", (topic_id, name))
             else:
-                db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?, ?)", (topic_id, name, state))
+                execute("INSERT OR REPLACE INTO cursors VALUES (?, ?, ?)", (topic_id, name, state))
         if sequences:
-            db.executemany(
+            cursor.executemany(
                 "INSERT OR REPLACE INTO producer_sequences VALUES (?, ?, ?)",
                 [(t, p, s) for (t, p), s in sequences.items()],
             )
         for statement, params in ops:
-            db.execute(statement, params)
-        _execute_rows(db, "INSERT INTO txn_log (tc_id, txn, record) VALUES", "(?, ?, ?)", ", ", txn_records)
-        _execute_rows(db, "DELETE FROM txn_log WHERE", "(tc_id = ? AND txn = ?)", " OR ", txn_removals)
-        db.execute("COMMIT")
+            execute(statement, params)
+        if txn_records:
+            _execute_rows(cursor, "INSERT INTO txn_log (tc_id, txn, record) VALUES", "(?, ?, ?)", ", ", txn_records)
+        if txn_removals:
+            _execute_rows(cursor, "DELETE FROM txn_log WHERE", "(tc_id = ? AND txn = ?)", " OR ", txn_removals)
+        execute("COMMIT")
     except BaseException:
         # A failed COMMIT (a full disk) may have rolled the transaction back already.
         if db.in_transaction:
@@ -655,10 +669,12 @@ def _body_size(row: tuple[int, bytes]) -> int:
     return len(row[1])
 
 
-def _execute_rows(
-    db: sqlite3.Connection, head: str, row: str, separator: str, rows: Sequence[tuple[object, ...]]
-) -> None:
+def _execute_rows(db: sqlite3.Cursor, head: str, row: str, separator: str, rows: Sequence[tuple[object, ...]]) -> None:
     """Run ``head`` followed by one ``row`` per row, joined by ``separator``: :data:`ROWS_PER_STATEMENT` rows a time."""
+    if len(rows) <= ROWS_PER_STATEMENT:  # one statement (nearly always)
+        if rows:
+            db.execute(_statement(head, row, separator, len(rows)), tuple(chain.from_iterable(rows)))
+        return
     for statement, params in _row_statements(head, row, separator, rows):
         db.execute(statement, params)
 

@@ -298,10 +298,11 @@ class ConsumerGroup:
                 taken = {i for c, i in self._name_index.items() if c.name == consumer.name}
                 self._name_index[consumer] = min(set(range(len(taken) + 1)) - taken)
         points: dict[int, Consumer] = {}
-        for consumer in self.consumers:
-            for slot in ring_slots(consumer.name, self._name_index[consumer]):
-                points.setdefault(slot, consumer)
-        self._ring = sorted(points.items(), key=lambda point: point[0])
+        # The last joined first, each overwriting the points it shares with those that joined after it.
+        for consumer in reversed(self.consumers):
+            points.update(dict.fromkeys(ring_slots(consumer.name, self._name_index[consumer]), consumer))
+        # By slot (each slot is one point's: the consumers are never compared).
+        self._ring = sorted(points.items())
 
     def _owner_of(self, key: bytes) -> Consumer | None:
         """The Key_Shared consumer of a sticky key, if any: by fixed ranges, or the first ring point at or after the

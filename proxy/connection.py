@@ -32,12 +32,11 @@ from proxy.stats_json import consumer_stats
 from proxy.tls import verified_peer_certificate
 from proxy.topic_lists import TopicListCommands
 from proxy.transactions import TransactionCommands, transactional_ack
-from wire.commands import NO_ID, ReceiptEncoder, frame, make, payload_of, type_name
+from wire.commands import NO_ID, MessageEncoder, ReceiptEncoder, frame, make, payload_of, type_name
 from wire.framing import (
     FrameDecoder,
     ProtocolError,
     encode_command,
-    encode_payload_command,
     parse_body,
 )
 from wire.message_id import MessageId
@@ -59,6 +58,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = BaseCommand
+#: The most frequent command's type, as a constant (a look-up on the message class costs more).
+_SEND = T.SEND
 #: Highest protocol version this endpoint speaks (v20: topic migration).
 PROTOCOL_VERSION = 20
 #: Seconds a closing connection may take to flush its last writes before it is aborted.
@@ -182,6 +183,7 @@ class PulsarConnection(protocol.Protocol):
         self.state = State.AWAITING_CONNECT
         self.decoder = FrameDecoder(self.broker.config.max_message_size)
         self._receipts = ReceiptEncoder()
+        self._messages = MessageEncoder()
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
         self._producer_requests: dict[int, int] = {}
@@ -274,8 +276,10 @@ class PulsarConnection(protocol.Protocol):
         finally:
             self._reading = False
         # The answers to this read go out now, not after the reads of every other connection in this turn.
-        self.flush()
-        self._watch_unfinished_frame(completed)
+        if self._outbox:
+            self.flush()
+        if self._frame_begun is not None or self.decoder.buffered:
+            self._watch_unfinished_frame(completed)
 
     def begin_read(self) -> None:
         """Gather the data received until :meth:`end_read` (the TLS records of one network read)."""
@@ -329,7 +333,7 @@ class PulsarConnection(protocol.Protocol):
             completed = True
             command = item.command
             try:
-                if self._run and command.type != T.SEND:
+                if self._run and command.type != _SEND:
                     self._end_run()
                 self._handle(command, item.body)
             except ProtocolError as exc:
@@ -439,7 +443,7 @@ class PulsarConnection(protocol.Protocol):
     def _handle(self, command: BaseCommand, body: bytes | None) -> None:
         check_command(command)
         kind = command.type
-        if kind == T.SEND and self.state is State.CONNECTED:
+        if kind == _SEND and self.state is State.CONNECTED:
             # The most frequent command, first: what the general path below checks, for a SEND.
             if not command.send.IsInitialized():
                 raise ProtocolError("required fields are missing")
@@ -838,21 +842,14 @@ class PulsarConnection(protocol.Protocol):
         ledger = topic.ledger_id if topic else 0
         # The client takes the partition of received message ids from here, as the Java broker sends it.
         partition = topic.name.partition_index if topic else -1
+        encode = self._messages.encode
+        consumer_id, epoch = consumer.consumer_id, consumer.epoch
         parts = []
         for delivery in deliveries:
-            cmd = BaseCommand(type=T.MESSAGE)
-            message = cmd.message
-            message.consumer_id = consumer.consumer_id
-            message.message_id.ledgerId = ledger
-            message.message_id.entryId = delivery.entry.entry_id
-            message.message_id.partition = partition
-            if delivery.redelivery_count:
-                message.redelivery_count = delivery.redelivery_count
-            if delivery.unacked_mask is not None:
-                message.ack_set.extend(mask_to_words(delivery.unacked_mask))
-            if consumer.epoch is not None:
-                message.consumer_epoch = consumer.epoch
-            parts.append(encode_payload_command(cmd, delivery.entry.body))
+            entry, mask = delivery.entry, delivery.unacked_mask
+            words = None if mask is None else mask_to_words(mask)
+            count = delivery.redelivery_count
+            parts.append(encode(consumer_id, ledger, entry.entry_id, partition, count, words, epoch, entry.body))
         self.write(b"".join(parts))
 
     def active_consumer_change(self, consumer: Consumer, is_active: bool) -> None:

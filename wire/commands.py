@@ -27,8 +27,9 @@ def make(kind: int, **fields: Any) -> BaseCommand:
 def frame(kind: int, **fields: Any) -> bytes:
     """:func:`make`, encoded as a simple frame.
 
-    Most answers hold scalar fields only: those are set on a command kept per type and thread (cleared first), which
-    costs a sixth of building a command from keyword arguments; a nested message or a list goes through :func:`make`.
+    The fields are set on a command kept per type and thread (cleared first), which costs a sixth of building a
+    command from keyword arguments: scalars, and lists of scalars or of sub-messages given as dicts; a nested message
+    given as a dict goes through :func:`make`.
     """
     kept = _kept.__dict__
     pair = kept.get(kind)
@@ -39,9 +40,17 @@ def frame(kind: int, **fields: Any) -> bytes:
     sub.Clear()
     try:
         for name, value in fields.items():
-            setattr(sub, name, value)
+            if type(value) is list:
+                repeated = getattr(sub, name)
+                if value and type(value[0]) is dict:
+                    for item in value:
+                        repeated.add(**item)
+                else:
+                    repeated.extend(value)
+            else:
+                setattr(sub, name, value)
     except (AttributeError, TypeError):
-        # A nested message or a repeated field (or a bad value, which make() reports).
+        # A nested message (or a bad value, which make() reports).
         return encode_command(make(kind, **fields))
     return encode_command(command)
 
@@ -58,6 +67,58 @@ def payload_of(command: BaseCommand) -> Any:
 def type_name(kind: int) -> str:
     """The protocol name of a command type, e.g. ``SEND_RECEIPT``."""
     return BaseCommand.Type.Name(kind)
+
+
+class MessageEncoder:
+    """Encodes MESSAGE frames, what dispatch sends, without building a command per message.
+
+    One command is kept and its fields overwritten for each message (the optional ones cleared only when the message
+    before set one): use one encoder per thread.
+    """
+
+    def __init__(self) -> None:
+        self._command = BaseCommand(type=BaseCommand.MESSAGE)
+        self._message = self._command.message
+        self._message_id = self._message.message_id
+        #: Whether the last message set an optional field (redelivery count, ack set, consumer epoch).
+        self._optional = False
+
+    def encode(
+        self,
+        consumer_id: int,
+        ledger_id: int,
+        entry_id: int,
+        partition: int,
+        redelivery_count: int,
+        ack_set: list[int] | None,
+        epoch: int | None,
+        body: bytes,
+    ) -> bytes:
+        """The frame of one message: ``body`` (a stored message body) delivered to ``consumer_id`` as ``(ledger_id,
+        entry_id)`` of ``partition``; a ``redelivery_count`` of 0 and an empty ``ack_set`` are left out, and so is
+        ``epoch`` when None."""
+        message = self._message
+        if self._optional:
+            message.ClearField("redelivery_count")
+            message.ClearField("ack_set")
+            message.ClearField("consumer_epoch")
+            self._optional = False
+        message.consumer_id = consumer_id
+        message_id = self._message_id
+        message_id.ledgerId = ledger_id
+        message_id.entryId = entry_id
+        message_id.partition = partition
+        if redelivery_count:
+            message.redelivery_count = redelivery_count
+            self._optional = True
+        if ack_set:
+            message.ack_set.extend(ack_set)
+            self._optional = True
+        if epoch is not None:
+            message.consumer_epoch = epoch
+            self._optional = True
+        data = self._command.SerializeToString()
+        return _HEADER.pack(len(data) + 4 + len(body), len(data)) + data + body
 
 
 class ReceiptEncoder:

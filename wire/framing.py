@@ -57,6 +57,8 @@ class FrameDecoder:
 
     def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
         self._buffer = bytearray()
+        #: The bytes the buffer must hold to finish the frame begun in it, when its size is known (else 0).
+        self._wanted = 0
         self._max_frame_size = max_frame_size(max_message_size)
 
     @property
@@ -70,13 +72,21 @@ class FrameDecoder:
         A frame that breaks the protocol raises :class:`ProtocolError` after the good frames before it
         were yielded, so their requests can still be answered before the connection closes.
         """
-        if self._buffer:
+        buffer = self._buffer
+        if buffer:
             # A frame began in an earlier read: join it with this one. Else the frames are read from ``data`` as it
             # came, and only an unfinished frame at its end is kept.
-            self._buffer += data
-            data = bytes(self._buffer)
+            buffer += data
+            if len(buffer) < self._wanted:
+                return _NO_FRAMES  # the frame is still unfinished: nothing to read yet
+            data = bytes(buffer)
+        return self._frames(data)
+
+    def _frames(self, data: bytes) -> Iterator[Frame]:
+        """The frames ``data`` holds from its start; what is left of it (an unfinished frame) is kept."""
         size = len(data)
         offset = 0
+        wanted = 0
         max_frame_size = self._max_frame_size
         unpack = _U32.unpack_from
         parse = BaseCommand.FromString
@@ -86,6 +96,7 @@ class FrameDecoder:
                 if total < 4 or total > max_frame_size:
                     raise ProtocolError(f"frame size {total} outside 4..{max_frame_size}")
                 if size - offset - 4 < total:
+                    wanted = 4 + total
                     break
                 start = offset + 4
                 (command_size,) = unpack(data, start)
@@ -101,7 +112,17 @@ class FrameDecoder:
                 offset = start + total
                 yield Frame(command, data[command_end:offset] if offset > command_end else None)
         finally:
-            self._buffer = bytearray(data[offset:]) if offset < size else bytearray()
+            self._buffer = bytearray(memoryview(data)[offset:]) if offset < size else bytearray()
+            self._wanted = wanted
+
+
+def _no_frames() -> Iterator[Frame]:
+    yield from ()
+
+
+#: What :meth:`FrameDecoder.feed` returns for a read that finishes no frame: a generator that is over.
+_NO_FRAMES = _no_frames()
+next(_NO_FRAMES, None)
 
 
 def encode_command(command: BaseCommand) -> bytes:

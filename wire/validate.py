@@ -23,6 +23,7 @@ from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata
 #: this many. Counts above it are not believed, whatever max message size the server is given.
 MAX_BATCH_MESSAGES = DEFAULT_MAX_MESSAGE_SIZE // 6
 
+_ACK = BaseCommand.ACK
 _STRING = FieldDescriptor.TYPE_STRING
 _MESSAGE = FieldDescriptor.TYPE_MESSAGE
 
@@ -56,27 +57,50 @@ _WITHOUT_STRINGS = frozenset(
 )
 
 
+#: What :func:`normalize_strings` does with a field: decode it, each of its items, look inside it, inside each item.
+_TEXT, _TEXTS, _INSIDE, _INSIDE_EACH = range(4)
+
+
+@cache
+def _string_fields(descriptor: Descriptor) -> dict[FieldDescriptor, int]:
+    """The fields of a message type that are strings or hold some (see :func:`_has_strings`), each with what
+    :func:`normalize_strings` does with it."""
+    actions = {}
+    for field in descriptor.fields:
+        if field.type == _STRING:
+            actions[field] = _TEXTS if field.is_repeated else _TEXT
+        elif field.type == _MESSAGE and _has_strings(field.message_type):
+            actions[field] = _INSIDE_EACH if field.is_repeated else _INSIDE
+    return actions
+
+
 def normalize_strings(message: Any) -> None:
     """Decode every ``string`` field that is not UTF-8 with U+FFFD replacement characters, as Pulsar's broker does."""
-    if not _has_strings(message.DESCRIPTOR):
+    actions = _string_fields(message.DESCRIPTOR)
+    if not actions:
         return
     for field, value in message.ListFields():
-        if field.type == _STRING:
-            if field.is_repeated:
-                for index, item in enumerate(value):
-                    if isinstance(item, bytes):
-                        value[index] = item.decode("utf-8", "replace")
-            elif isinstance(value, bytes):
+        action = actions.get(field)
+        if action is None:
+            continue
+        if action == _TEXT:
+            if type(value) is bytes:
                 setattr(message, field.name, value.decode("utf-8", "replace"))
-        elif field.type == _MESSAGE and _has_strings(field.message_type):
-            for item in value if field.is_repeated else (value,):
+        elif action == _INSIDE:
+            normalize_strings(value)
+        elif action == _INSIDE_EACH:
+            for item in value:
                 normalize_strings(item)
+        else:
+            for index, item in enumerate(value):
+                if type(item) is bytes:
+                    value[index] = item.decode("utf-8", "replace")
 
 
 def check_command(command: BaseCommand) -> None:
     """Normalise a decoded command in place before it is handled."""
     kind = command.type
-    if kind == BaseCommand.ACK:
+    if kind == _ACK:
         ack = command.ack
         for message_id in ack.message_id:
             if message_id.batch_size > MAX_BATCH_MESSAGES:

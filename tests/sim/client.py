@@ -11,11 +11,10 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
-from wire.commands import FIELD_OF_TYPE, payload_of
+from wire.commands import FIELD_OF_TYPE, frame, payload_of
 from wire.framing import (
     FrameDecoder,
     ProtocolError,
-    encode_command,
     encode_payload_command,
     make_body,
     stored_metadata,
@@ -122,6 +121,9 @@ _WITH_ERROR = frozenset(
 )
 
 _MESSAGE, _SEND_RECEIPT, _SEND_ERROR = BaseCommand.MESSAGE, BaseCommand.SEND_RECEIPT, BaseCommand.SEND_ERROR
+_ERROR, _PING, _CONNECTED, _FLOW = BaseCommand.ERROR, BaseCommand.PING, BaseCommand.CONNECTED, BaseCommand.FLOW
+#: The closes of a producer or consumer the server starts.
+_CLOSES = (BaseCommand.CLOSE_PRODUCER, BaseCommand.CLOSE_CONSUMER)
 
 #: The SEND command and its message's metadata that :meth:`Connection.publish` fills for each message.
 _SEND = BaseCommand(type=BaseCommand.SEND)
@@ -134,38 +136,12 @@ _WITH_REQUEST_ID = frozenset(
 )
 
 
-#: Per command type, the command :func:`frame` fills for each request, and its sub-message.
-_KEPT: dict[int, tuple[BaseCommand, Any]] = {}
-
-
-def frame(kind: int, **fields: Any) -> bytes:
-    """The bytes of ``wire.commands.frame(kind, **fields)``, lists (of scalars or of sub-messages as dicts) included,
-    set on a command kept per type (cleared first) rather than built for each request."""
-    pair = _KEPT.get(kind)
-    if pair is None:
-        command = BaseCommand(type=kind)
-        pair = _KEPT[kind] = (command, getattr(command, FIELD_OF_TYPE[kind]))
-    command, sub = pair
-    sub.Clear()
-    for name, value in fields.items():
-        if type(value) is list:
-            repeated = getattr(sub, name)
-            if value and type(value[0]) is dict:
-                for item in value:
-                    repeated.add(**item)
-            else:
-                repeated.extend(value)
-        else:
-            setattr(sub, name, value)
-    return encode_command(command)
-
-
 def failed(answer: Any) -> bool:
     """Whether an answer is a loss, a timeout or an error."""
-    if not isinstance(answer, BaseCommand):
+    if type(answer) is not BaseCommand:
         return True
     kind = answer.type
-    if kind == T.ERROR or kind == T.SEND_ERROR:
+    if kind in (_ERROR, _SEND_ERROR):
         return True
     return kind in _WITH_ERROR and payload_of(answer).HasField("error")
 
@@ -292,8 +268,8 @@ class Connection:
         if not self.alive:
             future.resolve(LOST)
             return future
-        # One metadata and one SEND command, their fields overwritten for each message (as ``frame`` keeps its
-        # commands).
+        # One metadata and one SEND command, their fields overwritten for each message (as ``wire.commands.frame``
+        # keeps its commands).
         metadata = _METADATA
         metadata.Clear()
         metadata.producer_name, metadata.sequence_id = producer_name, sequence_id
@@ -310,7 +286,7 @@ class Connection:
         return future
 
     def send_flow(self, consumer_id: int, permits: int) -> None:
-        self.send(frame(T.FLOW, consumer_id=consumer_id, messagePermits=permits))
+        self.send(frame(_FLOW, consumer_id=consumer_id, messagePermits=permits))
 
     def send_redeliver(self, consumer_id: int, ids: list[tuple[int, int]] | None = None) -> None:
         """Negative acknowledgement of the messages ``ids`` (ledger, entry) of a consumer, or of all it holds."""
@@ -350,14 +326,14 @@ class Connection:
             if future is not None:
                 future.resolve(command)
             return
-        if kind == T.PING:
+        if kind == _PING:
             self.send(frame(T.PONG))
             return
-        if kind == T.CONNECTED:
+        if kind == _CONNECTED:
             if self._connected is not None:
                 self._connected.resolve(command)
             return
-        if kind in (T.CLOSE_PRODUCER, T.CLOSE_CONSUMER):
+        if kind in _CLOSES:
             # The server dropped a producer or consumer: start over on a new connection, as simple as it is safe.
             self.abort(f"server closed a {type(payload_of(command)).__name__}")
             return

@@ -1,14 +1,16 @@
 """The simulated disk: the real :class:`engine.store.Store` on an in-memory SQLite database.
 
 A write reaches the database only by committing (the store writes in whole transactions), so the database holds
-exactly what was made durable; a crash keeps it and throws away the server. The disk fills up for real
-(``PRAGMA max_page_count`` makes SQLite answer ``SQLITE_FULL``), and a crash can interrupt a write half-way
-(a progress handler aborts the transaction, which SQLite rolls back).
+exactly what was made durable; a crash closes the server's connection (which rolls back what was not committed),
+keeps the database and throws away the server. The disk fills up for real (``PRAGMA max_page_count`` makes SQLite
+answer ``SQLITE_FULL``), and a crash can interrupt a write half-way (a progress handler aborts the transaction, which
+SQLite rolls back).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import sqlite3
 from pathlib import Path
 
@@ -20,11 +22,23 @@ PAGE_BYTES = 8192
 UNLIMITED_PAGES = 1_073_741_823
 
 
+#: Numbers the simulated disks of a process: each is an in-memory database of its own name.
+_DISKS = itertools.count()
+
+
 class SimDisk:
-    """The database image that survives crashes, and whether the disk is full."""
+    """The database that survives crashes, and whether the disk is full.
+
+    The database is a named in-memory one (SQLite's ``memdb``, which connections of one process share), kept by a
+    connection of the disk's own that runs nothing: each life of the server opens its own connection to it (as a
+    server opens the file it finds, with new prepared statements) and a crash closes it, rather than the database
+    being copied out at each crash and in again at each start.
+    """
 
     def __init__(self) -> None:
-        self._image: bytes | None = None
+        self._uri = f"file:/sim-disk-{next(_DISKS)}?vfs=memdb"
+        #: Keeps the database while no server has it open; None until the disk is first opened.
+        self._keeper: sqlite3.Connection | None = None
         self.db: sqlite3.Connection | None = None
         self.full = False
         self._interrupting = False
@@ -32,23 +46,24 @@ class SimDisk:
     def open(self) -> sqlite3.Connection:
         """A connection to what was committed before the last crash (the one server's only connection); on a new
         disk, to a copy of :func:`_new_store_image` (what the store's schema makes of an empty database)."""
-        db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        image = self._image if self._image is not None else _new_store_image()
-        if image:
-            db.deserialize(image)
-        self.db = db
+        if self._keeper is None:
+            self._keeper = self._connect()
+            _new_store_image().backup(self._keeper)
+        db = self.db = self._connect()
         if self.full:  # a new connection has no limit
             self._apply_limit()
         return db
 
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self._uri, uri=True, isolation_level=None, check_same_thread=False)
+
     def crash(self) -> None:
-        """Keep what was committed; the connection dies with the server."""
+        """Keep what was committed; the connection dies with the server (rolling back what it had not committed)."""
         db = self.db
         if db is None:
             return
         if db.in_transaction:
             db.execute("ROLLBACK")
-        self._image = db.serialize()
         db.close()
         self.db = None
 
@@ -78,15 +93,17 @@ class SimDisk:
 
 
 @functools.cache
-def _new_store_image() -> bytes:
+def _new_store_image() -> sqlite3.Connection:
     """The database a store makes of an empty one (its schema), once a process: each scenario's disk starts as a
     copy of it (a server then starts on it as on any disk it finds), instead of creating the schema again."""
     disk = SimDisk()
-    disk._image = b""  # an empty database, not this image
+    disk._keeper = disk._connect()  # an empty database, not this image
     SimStore(disk)
+    image = sqlite3.connect(":memory:", check_same_thread=False)
+    disk._keeper.backup(image)
     disk.crash()
-    assert disk._image
-    return disk._image
+    disk._keeper.close()
+    return image
 
 
 class SimStore(Store):
