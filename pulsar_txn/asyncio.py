@@ -29,7 +29,9 @@ time it is used (or after its connection was lost).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -62,20 +64,56 @@ def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None
             future.set_exception(error)
 
 
+class _Mailbox:
+    """The outcomes the client's threads hand to one event loop, settled there in the order they came: one
+    ``call_soon_threadsafe`` (a write to the loop's wake-up socket) for all that arrive before the loop runs, not
+    one per message."""
+
+    __slots__ = ("_items", "_loop", "_scheduled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: collections.deque[tuple[asyncio.Future[Any], Any, Any]] = collections.deque()
+        self._scheduled = False
+
+    def put(self, future: asyncio.Future[Any], value: Any, error: Any) -> None:
+        """From any thread: settle ``future`` soon on the loop."""
+        self._items.append((future, value, error))
+        if not self._scheduled:
+            self._scheduled = True
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                self._loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        self._scheduled = False  # before taking: what comes after this line schedules a drain of its own
+        items = self._items
+        while items:
+            _settle(*items.popleft())
+
+
+_mailboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Mailbox] = weakref.WeakKeyDictionary()
+
+
+def _mailbox(loop: asyncio.AbstractEventLoop) -> _Mailbox:
+    box = _mailboxes.get(loop)
+    if box is None:
+        box = _mailboxes[loop] = _Mailbox(loop)
+    return box
+
+
 def _resolve(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], value: Any, error: Any) -> None:
     """Settle ``future`` on its loop, from any thread (the I/O thread under the client's lock: it returns at once)."""
-    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-        loop.call_soon_threadsafe(_settle, future, value, error)
+    _mailbox(loop).put(future, value, error)
 
 
 class _SendDone(Immediate):
     """A send's token: the I/O thread resolves the send's future with the raw message id, or with the error as the
     class of its ``Result`` (what ``pulsar.asyncio`` raises, as a subclass)."""
 
-    __slots__ = ("future", "loop", "topic")
+    __slots__ = ("box", "future", "topic")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], topic: str) -> None:
-        self.loop = loop
+    def __init__(self, box: _Mailbox, future: asyncio.Future[Any], topic: str) -> None:
+        self.box = box
         self.future = future
         self.topic = topic
 
@@ -85,7 +123,7 @@ class _SendDone(Immediate):
             kind = getattr(exceptions, name, PulsarException)
             if type(error) is not kind:
                 error = kind(f"send to {self.topic} failed: {name}: {error}")
-        _resolve(self.loop, self.future, message_id, error)
+        self.box.put(self.future, message_id, error)
 
 
 async def _when(rt: Runtime, predicate: Callable[[], bool]) -> None:
@@ -240,7 +278,7 @@ class Producer:
         producer = self._producer
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        token = _SendDone(loop, future, producer._topic)
+        token = _SendDone(_mailbox(loop), future, producer._topic)
         options = (
             properties,
             partition_key,
