@@ -196,3 +196,23 @@ def test_expired_transactions_and_cancelled_awaits(server, client) -> None:
 
     asyncio.run(main())
     assert _drain(observer) == [b"committed", b"after"]
+
+
+def test_a_full_queue_waits_on_the_loop_in_order(server, client) -> None:
+    """block_if_queue_full: sends beyond max_pending_messages wait for room without a worker thread and keep the
+    order of their send calls."""
+    topic = _topic()
+    observer = client.subscribe(topic, "observer")
+
+    async def main() -> None:
+        aclient = pulsar_asyncio.Client(server.url, operation_timeout_seconds=10)
+        producer = await aclient.create_producer(
+            topic, batching_enabled=False, max_pending_messages=5, block_if_queue_full=True
+        )
+        asyncio.get_running_loop().set_default_executor(_NoPool(max_workers=1))
+        await asyncio.gather(*(producer.send(f"{i}".encode()) for i in range(60)))
+        asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=2))
+        await aclient.close()
+
+    asyncio.run(main())
+    assert _drain(observer) == [f"{i}".encode() for i in range(60)]
