@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 import uuid
 
 import pulsar
@@ -216,3 +217,34 @@ def test_a_full_queue_waits_on_the_loop_in_order(server, client) -> None:
 
     asyncio.run(main())
     assert _drain(observer) == [f"{i}".encode() for i in range(60)]
+
+
+def test_a_closed_event_loop_does_not_stop_the_client(server, client) -> None:
+    """A receive left waiting when its event loop ended: the message that arrives later is not lost to an error in
+    the client's I/O thread (settling a future of a closed loop), and the client goes on serving the next loop."""
+    topic = _topic()
+    aclient = pulsar_asyncio.Client(server.url, operation_timeout_seconds=10)
+
+    async def first() -> pulsar_asyncio.Consumer:
+        consumer = await aclient.subscribe(topic, "s")
+        waiting = asyncio.ensure_future(consumer.receive())  # still waiting when asyncio.run ends
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        return consumer
+
+    consumer = asyncio.run(first())
+    producer = client.create_producer(topic)
+    producer.send(b"later")
+
+    async def second() -> bytes:
+        msg = await asyncio.wait_for(consumer.receive(), 10)
+        sent = await (await aclient.create_producer(topic)).send(b"more")
+        assert sent is not None
+        await aclient.close()
+        return msg.data()
+
+    got: list[bytes] = []
+    runner = threading.Thread(target=lambda: got.append(asyncio.run(second())), daemon=True)
+    runner.start()
+    runner.join(30)  # (a client whose I/O thread died would hang here)
+    assert got == [b"later"]
