@@ -291,7 +291,7 @@ class Producer:
             deliver_after,
         )
         if txn is None and self._queued is None and not (producer._block and producer._full()):
-            producer._send_token(content, token, *options)
+            producer._queue(content, token, *options, None)
         else:
             blocking_txn = _blocking(txn)
             message = producer._message(producer._schema.encode(content), token, *options, blocking_txn)

@@ -426,38 +426,8 @@ class Producer:
     ) -> None:
         """Queue a message; ``callback(result, message_id)`` runs once the broker stored it (``result`` is
         ``Result.Ok``) or it failed (the error's ``Result``, ``message_id`` None)."""
-        self._send_token(
-            content,
-            None if callback is None else _send_callback(callback),
-            properties,
-            partition_key,
-            ordering_key,
-            sequence_id,
-            replication_clusters,
-            disable_replication,
-            event_timestamp,
-            deliver_at,
-            deliver_after,
-            txn,
-        )
 
-    def _send_token(
-        self,
-        content: Any,
-        token: Any,
-        properties: dict[str, str] | None = None,
-        partition_key: str | None = None,
-        ordering_key: str | None = None,
-        sequence_id: int | None = None,
-        replication_clusters: list[str] | None = None,
-        disable_replication: bool = False,
-        event_timestamp: int | None = None,
-        deliver_at: int | None = None,
-        deliver_after: Any = None,
-        txn: Transaction | None = None,
-    ) -> None:
-        """:meth:`send_async` with the token the I/O thread completes (a callback of ``(raw id, error)``, or an
-        :class:`~pulsar_txn._runtime.Immediate`)."""
+        token = None if callback is None else _send_callback(callback)
         if (
             not properties
             and partition_key is None
