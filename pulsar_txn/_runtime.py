@@ -603,10 +603,11 @@ class Runtime:
                 token = event.token
                 if isinstance(token, Waiter):
                     token.done, token.message_id, token.error = True, event.message_id, event.error
-                elif isinstance(token, Immediate):
-                    token(event.message_id, event.error)
                 elif token is not None:
-                    self._callbacks.put(lambda t=token, e=event: t(e.message_id, e.error))
+                    if isinstance(token, Immediate):
+                        token(event.message_id, event.error)
+                    else:
+                        self._callbacks.put(lambda t=token, e=event: t(e.message_id, e.error))
             elif isinstance(event, Response):
                 key = (link.id, event.request_id)
                 answer_hook = self._answer_hooks.pop(key, None)
