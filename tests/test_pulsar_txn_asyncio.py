@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
+import time
 import uuid
+from collections import Counter
 
 import pulsar
 import pytest
@@ -248,3 +251,79 @@ def test_a_closed_event_loop_does_not_stop_the_client(server, client) -> None:
     runner.start()
     runner.join(30)  # (a client whose I/O thread died would hang here)
     assert got == [b"later"]
+
+
+def test_transaction_loop_through_a_broker_sigkill(server_factory, client) -> None:
+    """The consume-transform-produce loop of tests/test_pulsar_txn_crash.py on the asyncio shell (an abort every
+    10th transaction, the broker SIGKILLed and restarted halfway): the coordinator requests are retried through the
+    lost connection, and every output is there exactly once."""
+    from tests.conftest import make_client
+
+    server = server_factory()
+    messages = 60
+    official = make_client(server.url)
+    source, sink = _topic(), _topic()
+    filler = official.create_producer(source)
+    for i in range(messages):
+        filler.send(f"m{i:03d}".encode())
+    observer = official.subscribe(sink, "observer")
+    errors: list[str] = []
+
+    async def main() -> set[bytes]:
+        aclient = pulsar_asyncio.Client(server.url, operation_timeout_seconds=10)
+        consumer = await aclient.subscribe(source, "loop", initial_position=pulsar_txn.InitialPosition.Earliest)
+        out = await aclient.create_producer(sink, batching_enabled=False)
+        committed: set[bytes] = set()
+        in_doubt: set[bytes] = set()
+        transactions, killed, idle_since = 0, False, time.monotonic()
+        while len(committed) < messages:
+            try:
+                msg = await asyncio.wait_for(consumer.receive(), 1.0)
+            except TimeoutError:
+                idle = time.monotonic() - idle_since
+                if (len(committed | in_doubt) == messages and idle > 15) or idle > 120:
+                    break
+                continue
+            idle_since = time.monotonic()
+            transactions += 1
+            txn = None
+            try:
+                txn = await aclient.new_transaction(timeout_ms=5000)
+                await out.send(msg.data().upper(), txn=txn)
+                await consumer.acknowledge(msg, txn=txn)
+                if transactions % 10 == 0:
+                    await txn.abort()
+                    continue
+            except pulsar_txn.PulsarException as exc:
+                errors.append(type(exc).__name__)
+                if txn is not None and txn.state in (pulsar_txn.TxnState.OPEN, pulsar_txn.TxnState.TIME_OUT):
+                    with contextlib.suppress(pulsar_txn.PulsarException):
+                        await txn.abort()
+                continue
+            try:
+                await txn.commit()
+                committed.add(msg.data())
+                in_doubt.discard(msg.data())
+            except pulsar_txn.PulsarException as exc:
+                errors.append(type(exc).__name__)
+                in_doubt.add(msg.data())
+            if len(committed) >= messages // 2 and not killed:
+                killed = True
+                server.kill()
+                server.start(timeout=240)
+        await aclient.close()
+        assert killed
+        print(f"{transactions} transactions, {len(committed)} committed, errors: {Counter(errors)}")
+        return committed
+
+    asyncio.run(main())
+    outputs = Counter()
+    while True:
+        try:
+            outputs[observer.receive(2000).data()] += 1
+        except pulsar.Timeout:
+            break
+    official.close()
+    assert "TransactionConflict" not in errors, errors
+    assert {k: v for k, v in outputs.items() if v > 1} == {}
+    assert set(outputs) == {f"M{i:03d}".encode() for i in range(messages)}
