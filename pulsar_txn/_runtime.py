@@ -73,6 +73,42 @@ class Waiter:
         self.error: PulsarException | None = None
 
 
+class Immediate:
+    """A send's token the I/O thread calls itself, ``token(message_id, error)`` under the lock, instead of handing it
+    to the callback thread: it must return at once and take no lock (the asyncio shell's, which only schedule work on
+    their event loop)."""
+
+    __slots__ = ()
+
+    def __call__(self, message_id: Any, error: PulsarException | None) -> None:
+        raise NotImplementedError
+
+
+class Backoff:
+    """The retry schedule of :meth:`Runtime.retrying` (and of the asyncio shell's retried requests): pauses from 50 ms
+    doubling up to 1 s, for up to the operation timeout."""
+
+    __slots__ = ("_deadline", "_delay", "_rt")
+
+    def __init__(self, rt: Runtime, timeout: float | None = None) -> None:
+        self._rt = rt
+        self._deadline = rt.now() + (rt.operation_timeout if timeout is None else timeout)
+        self._delay = 0.05
+
+    def pause(self, exc: PulsarException) -> float:
+        """The pause before the next attempt after ``exc`` (a retryable error); raises what the caller sees when no
+        attempt is left (``exc`` itself, or a :class:`Timeout` as the official clients report it)."""
+        if isinstance(exc, TlsVerificationError) or self._rt.closed:
+            raise exc
+        delay = self._delay
+        if self._rt.now() + delay >= self._deadline:
+            if isinstance(exc, TransactionCoordinatorNotFoundError):
+                raise exc  # transactions are off on the broker (the Java client's CoordinatorNotFoundException)
+            raise Timeout(f"operation timed out: {exc}") from exc
+        self._delay = min(delay * 2, 1.0)
+        return delay
+
+
 class Link:
     """A socket and the connection core that speaks over it."""
 
@@ -134,6 +170,10 @@ class Runtime:
         self._waiting: set[tuple[int, int]] = set()
         #: What runs as a waited-for request's successful answer is read (:meth:`request`'s ``on_success``).
         self._on_success: dict[tuple[int, int], Callable[[], None]] = {}
+        #: Requests answered through a callback (:meth:`request_async`, :meth:`on_response`).
+        self._answer_hooks: dict[tuple[int, int], Callable[[Any, PulsarException | None], None]] = {}
+        #: :meth:`when`'s predicates and callbacks.
+        self._watchers: list[tuple[Callable[[], bool], Callable[[PulsarException | None], None]]] = []
         self._connect_lock = threading.Lock()
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -326,6 +366,55 @@ class Runtime:
         assert response.command is not None
         return payload_of(response.command)
 
+    def request_async(
+        self,
+        link: Link,
+        kind: int,
+        callback: Callable[[Any, PulsarException | None], None],
+        timeout: float | None = None,
+        **fields: Any,
+    ) -> None:
+        """Send a request on ``link``; ``callback(answer, error)`` runs (the lock held, on the thread that reads the
+        answer: it must return at once) with the answer's sub-message or the error. :meth:`request` without
+        waiting."""
+        with self.lock:
+            self.check_open()
+            request_id = link.core.request(kind, self.now(), timeout, **fields)
+            self.on_response(link, request_id, callback)
+
+    def on_response(self, link: Link, request_id: int, callback: Callable[[Any, PulsarException | None], None]) -> None:
+        """Have ``callback(answer, error)`` run (the lock held) when a request a core made is answered:
+        :meth:`wait_request` without waiting."""
+        self._answer_hooks[(link.id, request_id)] = callback
+        self._dispatch(link)
+        self._send_now(link)
+
+    def when(self, predicate: Callable[[], bool], callback: Callable[[PulsarException | None], None]) -> None:
+        """Run ``callback(None)`` (the lock held, at once or on the thread that makes ``predicate()`` true: it must
+        return at once) when ``predicate()`` holds, or ``callback(AlreadyClosed)`` if the client closes first:
+        :meth:`wait_for` without waiting."""
+        with self.lock:
+            if predicate():
+                callback(None)
+            elif self.closed:
+                callback(AlreadyClosed("the client is closed"))
+            else:
+                self._watchers.append((predicate, callback))
+
+    def _notify(self) -> None:
+        """Wake the threads in :meth:`wait_for` and run the :meth:`when` callbacks whose predicate now holds (the
+        lock held)."""
+        self.cond.notify_all()
+        if self._watchers:
+            watchers, self._watchers = self._watchers, []
+            for predicate, callback in watchers:
+                if predicate():
+                    callback(None)
+                elif self.closed:
+                    callback(AlreadyClosed("the client is closed"))
+                else:
+                    self._watchers.append((predicate, callback))
+
     def wait_request(self, link: Link, request_id: int) -> Any:
         """Wait (the lock held) for a request a core made."""
         key = (link.id, request_id)
@@ -345,20 +434,12 @@ class Runtime:
         """Run ``operation`` again on a retryable error (lost connection, service not ready) for up to the operation
         timeout. Still failing then (broker unreachable, service not ready...), it is a :class:`Timeout`, as the
         official clients report it."""
-        deadline = self.now() + (self.operation_timeout if timeout is None else timeout)
-        delay = 0.05
+        backoff = Backoff(self, timeout)
         while True:
             try:
                 return operation()
             except RETRYABLE as exc:
-                if isinstance(exc, TlsVerificationError) or self.closed:
-                    raise
-                if self.now() + delay >= deadline:
-                    if isinstance(exc, TransactionCoordinatorNotFoundError):
-                        raise  # transactions are off on the broker (the Java client's CoordinatorNotFoundException)
-                    raise Timeout(f"operation timed out: {exc}") from exc
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                time.sleep(backoff.pause(exc))
 
     def lookup(self, topic: str) -> Link:
         """The connection to the broker serving ``topic`` (a partition or non-partitioned topic)."""
@@ -470,7 +551,7 @@ class Runtime:
                         continue
                     core.handle_timeout(now)  # a batch due is queued to wait for the registration
                     self._complete(core.expire(now))
-                self.cond.notify_all()
+                self._notify()
         finally:
             self.lock.release()
         for link in list(self._links.values()):
@@ -523,10 +604,17 @@ class Runtime:
                 if isinstance(token, Waiter):
                     token.done, token.message_id, token.error = True, event.message_id, event.error
                 elif token is not None:
-                    self._callbacks.put(lambda t=token, e=event: t(e.message_id, e.error))
+                    if isinstance(token, Immediate):
+                        token(event.message_id, event.error)
+                    else:
+                        self._callbacks.put(lambda t=token, e=event: t(e.message_id, e.error))
             elif isinstance(event, Response):
                 key = (link.id, event.request_id)
-                if key in self._waiting:
+                answer_hook = self._answer_hooks.pop(key, None)
+                if answer_hook is not None:
+                    error = event.error
+                    answer_hook(None if error is not None else payload_of(event.command), error)
+                elif key in self._waiting:
                     self._results[key] = event
                     hook = self._on_success.pop(key, None)
                     if hook is not None and event.error is None:
@@ -544,7 +632,7 @@ class Runtime:
                     hook()
             elif isinstance(event, Connected):
                 pass
-        self.cond.notify_all()
+        self._notify()
 
     def _complete(self, events: list[SendDone]) -> None:
         """Hand the outcomes of sends that failed outside a connection to their waiters and callbacks (the lock
@@ -553,10 +641,12 @@ class Runtime:
             token = event.token
             if isinstance(token, Waiter):
                 token.done, token.error = True, event.error
+            elif isinstance(token, Immediate):
+                token(None, event.error)
             elif token is not None:
                 self._callbacks.put(lambda t=token, e=event.error: t(None, e))
         if events:
-            self.cond.notify_all()
+            self._notify()
 
     def call_back(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` on the callback thread."""
@@ -611,7 +701,7 @@ class Runtime:
             for link in self._links.values():
                 link.core.close(AlreadyClosed("the client is closed"))
                 self._dispatch(link)
-            self.cond.notify_all()
+            self._notify()
             self.wake()
         self._callbacks.put(None)
         self._reconnects.put(None)
@@ -620,4 +710,4 @@ class Runtime:
                 thread.join(5)
 
 
-__all__ = ["Link", "Runtime", "Timeout", "Waiter"]
+__all__ = ["Backoff", "Immediate", "Link", "Runtime", "Timeout", "Waiter"]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pulsar_txn import schema as _schema
-from pulsar_txn._runtime import Runtime, Waiter
+from pulsar_txn._runtime import Link, Runtime, Waiter
 from pulsar_txn.authentication import Authentication
 from pulsar_txn.core.consumer import ConsumerConfig, ConsumerCore
 from pulsar_txn.core.entries import EntryConsumerCore
@@ -256,13 +256,48 @@ class Producer:
         ):
             self._queue_payload(payload, token)
             return
+        message = self._message(
+            payload,
+            token,
+            properties,
+            partition_key,
+            ordering_key,
+            sequence_id,
+            replication_clusters,
+            disable_replication,
+            event_timestamp,
+            deliver_at,
+            deliver_after,
+            txn,
+        )
+        core = self._route(message)
+        if txn is not None:
+            self._client._add_partition(txn, core.topic)
+        self._put(message, core, token, txn)
+
+    def _message(
+        self,
+        payload: bytes,
+        token: Any,
+        properties: dict[str, str] | None,
+        partition_key: str | None,
+        ordering_key: str | None,
+        sequence_id: int | None,
+        replication_clusters: list[str] | None,
+        disable_replication: bool,
+        event_timestamp: int | None,
+        deliver_at: int | None,
+        deliver_after: Any,
+        txn: Transaction | None,
+    ) -> OutMessage:
+        """The message to queue for ``payload`` and the options of a send."""
         key_b64 = partition_key is not None and type(partition_key) is not str
         if key_b64:  # a binary key travels base64-encoded, as the Java client's keyBytes
             partition_key = base64.b64encode(partition_key).decode()
         if deliver_after is not None:
             seconds = deliver_after.total_seconds() if hasattr(deliver_after, "total_seconds") else deliver_after
             deliver_at = int(time.time() * 1000 + seconds * 1000)
-        message = OutMessage(
+        return OutMessage(
             payload,
             token,
             dict(properties) if properties else None,
@@ -276,10 +311,10 @@ class Producer:
             disable_replication,
             txn._core if txn is not None else None,
         )
+
+    def _put(self, message: OutMessage, core: ProducerCore, token: Any, txn: Transaction | None) -> None:
+        """Queue ``message`` on ``core`` (routed, its partition added to ``txn`` if given)."""
         rt = self._rt
-        core = self._route(message)
-        if txn is not None:
-            self._client._add_partition(txn, core.topic)
         with rt.lock:
             self._check_open()
             now = rt.now()
@@ -308,6 +343,10 @@ class Producer:
                 rt.kick(core)
         finally:
             lock.release()
+
+    def _full(self) -> bool:
+        """Whether a partition's queue is full (a send may have to wait for room)."""
+        return self._max_pending > 0 and any(core.pending_count >= self._max_pending for core in self._cores)
 
     def _check_open(self) -> None:
         """Raise AlreadyClosed if this producer or its client is closed (the lock held)."""
@@ -423,11 +462,21 @@ class Producer:
         """Send every batched message and wait until all messages sent so far are stored (or failed)."""
         rt = self._rt
         with rt.lock:
-            for core in self._cores:
-                core.flush(rt.now())
-            rt.kick(*self._cores)
-            rt.wait_for(lambda: all(core.pending_count == 0 for core in self._cores), None)
+            self._flush_batches()
+            rt.wait_for(self._drained, None)
         rt.callbacks_done()
+
+    def _flush_batches(self) -> None:
+        """Send what the cores batched (the lock held)."""
+        rt = self._rt
+        now = rt.now()
+        for core in self._cores:
+            core.flush(now)
+        rt.kick(*self._cores)
+
+    def _drained(self) -> bool:
+        """Whether no message sent so far waits for its receipt (the lock held)."""
+        return all(core.pending_count == 0 for core in self._cores)
 
     def _discard(self, txn: TransactionCore) -> None:
         for core in self._cores:
@@ -571,9 +620,18 @@ class Consumer:
                 return core
         return self._cores[0]
 
-    def _ack(self, message: Message | MessageId, cumulative: bool, txn: Transaction | None) -> None:
-        if cumulative and self._config.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
+    def _check_cumulative(self) -> None:
+        if self._config.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise CumulativeAcknowledgementNotAllowedError("cumulative ack on a Shared or Key_Shared subscription")
+
+    def _ack_target(self, message: Message | MessageId) -> tuple[MessageId, ConsumerCore]:
+        """The id to acknowledge for ``message`` and the core it came through."""
+        mid = message.message_id() if isinstance(message, Message) else message
+        return mid, self._core_of(mid)
+
+    def _ack(self, message: Message | MessageId, cumulative: bool, txn: Transaction | None) -> None:
+        if cumulative:
+            self._check_cumulative()
         rt = self._rt
         if cumulative and txn is None and type(message) is Message and message.info.consumer.owner is self:
             info = message.info  # a message this consumer handed out, without building a MessageId
@@ -584,27 +642,11 @@ class Consumer:
                 core.ack((info.ledger, info.entry, message.batch_index), info.batch_size, info.batch, True, rt.now())
                 rt.kick(core)
             return
-        mid = message.message_id() if isinstance(message, Message) else message
-        core = self._core_of(mid)
+        mid, core = self._ack_target(message)
         if txn is not None:
             self._client._add_subscription(txn, core.topic, self._config.subscription_name)
         with rt.lock:
-            self._check()
-            now = rt.now()
-            if txn is not None:
-                txn._core.check_open(now)
-                txn._core.used_by_consumer(self)
-            wire = mid.wire
-            request_id = core.ack(
-                (wire.ledger, wire.entry, wire.batch_index),
-                mid._batch_size,
-                mid._batch,
-                cumulative,
-                now,
-                txn._core if txn is not None else None,
-                mid._generation if mid._consumer is core else None,
-            )
-            rt.kick(core)
+            request_id = self._ack_id(mid, core, cumulative, txn)
             if request_id is not None:
                 link = rt.link_of(core)
                 assert link is not None
@@ -614,6 +656,28 @@ class Consumer:
                     if txn is not None:
                         txn._core.failed_ops += 1
                     raise
+
+    def _ack_id(self, mid: MessageId, core: ConsumerCore, cumulative: bool, txn: Transaction | None) -> int | None:
+        """Acknowledge ``mid`` on ``core`` (the lock held; the subscription added to ``txn`` if given): the request
+        id of the ACK to wait for (in a transaction), else None."""
+        rt = self._rt
+        self._check()
+        now = rt.now()
+        if txn is not None:
+            txn._core.check_open(now)
+            txn._core.used_by_consumer(self)
+        wire = mid.wire
+        request_id = core.ack(
+            (wire.ledger, wire.entry, wire.batch_index),
+            mid._batch_size,
+            mid._batch,
+            cumulative,
+            now,
+            txn._core if txn is not None else None,
+            mid._generation if mid._consumer is core else None,
+        )
+        rt.kick(core)
+        return request_id
 
     def acknowledge(self, message: Message | MessageId, txn: Transaction | None = None) -> None:
         """Acknowledge one message (or message id); in ``txn``, it counts only once the transaction commits."""
@@ -870,6 +934,8 @@ class Client:
         self._coordinators: int | None = None
         self._next_tc = -1
         self._txn_lock = threading.Lock()
+        #: The connection to each transaction coordinator (by id) last looked up.
+        self._tc_links: dict[int, Link] = {}
 
     def __enter__(self) -> Client:
         return self
@@ -1201,26 +1267,46 @@ class Client:
     def _tc_request(self, coordinator: int, kind: int, **fields: Any) -> Any:
         """A coordinator request, retried while the coordinator loads or its connection is lost."""
         rt = self._rt
+        return rt.retrying(lambda: rt.request(self._tc_link(coordinator), kind, **fields))
 
-        def attempt() -> Any:
-            link = rt.lookup(f"{COORDINATOR_ASSIGN_TOPIC}{PARTITION_SUFFIX}{coordinator}")
-            if coordinator not in link.greeted and link.core.protocol_version >= TC_CONNECT_PROTOCOL_VERSION:
-                rt.request(link, T.TC_CLIENT_CONNECT_REQUEST, tc_id=coordinator)
-                link.greeted.add(coordinator)
-            return rt.request(link, kind, **fields)
+    def _tc_link(self, coordinator: int) -> Link:
+        """The connection to ``coordinator``, looked up and greeted (TC_CLIENT_CONNECT), remembered for
+        :meth:`_tc_known_link`."""
+        rt = self._rt
+        link = rt.lookup(f"{COORDINATOR_ASSIGN_TOPIC}{PARTITION_SUFFIX}{coordinator}")
+        if coordinator not in link.greeted and link.core.protocol_version >= TC_CONNECT_PROTOCOL_VERSION:
+            rt.request(link, T.TC_CLIENT_CONNECT_REQUEST, tc_id=coordinator)
+            link.greeted.add(coordinator)
+        self._tc_links[coordinator] = link
+        return link
 
-        return rt.retrying(attempt)
+    def _tc_known_link(self, coordinator: int) -> Link | None:
+        """The connection :meth:`_tc_link` last found for ``coordinator`` while it is still open, else None: a
+        request on it needs no lookup (the asyncio shell's; a retryable error answered on it forgets it)."""
+        link = self._tc_links.get(coordinator)
+        return link if link is not None and link.core.ready else None
+
+    def _forget_tc_link(self, coordinator: int) -> None:
+        self._tc_links.pop(coordinator, None)
 
     def new_transaction(self, timeout_ms: int = 60000) -> Transaction:
         """Open a transaction; if it has not ended within ``timeout_ms`` the coordinator aborts it, and operations on
         it here raise :class:`InvalidTxnStatusError`."""
         self._rt.check_open()
+        tc_id = self._pick_coordinator()
+        opened_at = self._rt.now()
+        response = self._tc_request(tc_id, T.NEW_TXN, txn_ttl_millis=timeout_ms, tc_id=tc_id)
+        return self._opened(response, timeout_ms, opened_at)
+
+    def _pick_coordinator(self) -> int:
+        """The coordinator of the next transaction (round robin; the first call looks their number up)."""
         with self._txn_lock:
             count = self._coordinator_count
             self._next_tc = (self._next_tc + 1) % count
-            tc_id = self._next_tc
-        opened_at = self._rt.now()
-        response = self._tc_request(tc_id, T.NEW_TXN, txn_ttl_millis=timeout_ms, tc_id=tc_id)
+            return self._next_tc
+
+    def _opened(self, response: Any, timeout_ms: int, opened_at: float) -> Transaction:
+        """The transaction a NEW_TXN answer opened."""
         core = TransactionCore(TxnId(response.txnid_most_bits, response.txnid_least_bits), timeout_ms, opened_at)
         return Transaction(self, core)
 
@@ -1232,45 +1318,77 @@ class Client:
         return Transaction(self, TransactionCore(TxnId(*txn_id), timeout_ms, self._rt.now()))
 
     def _add_partition(self, txn: Transaction, topic: str) -> None:
+        request = self._partition_request(txn, topic)
+        if request is not None:
+            coordinator, kind, fields = request
+            self._tc_request(coordinator, kind, **fields)
+            with self._rt.lock:
+                txn._core.partitions.add(topic)
+
+    def _partition_request(self, txn: Transaction, topic: str) -> tuple[int, int, dict[str, Any]] | None:
+        """``(coordinator, kind, fields)`` of the request that adds ``topic`` to ``txn``, None if it is in it
+        (raises if ``txn`` is no longer open)."""
         core = txn._core
         with self._rt.lock:
             core.check_open(self._rt.now())
             if topic in core.partitions:
-                return
+                return None
         most, least = core.txn_id
-        self._tc_request(most, T.ADD_PARTITION_TO_TXN, txnid_most_bits=most, txnid_least_bits=least, partitions=[topic])
-        with self._rt.lock:
-            core.partitions.add(topic)
+        return most, T.ADD_PARTITION_TO_TXN, {"txnid_most_bits": most, "txnid_least_bits": least, "partitions": [topic]}
 
     def _add_subscription(self, txn: Transaction, topic: str, subscription: str) -> None:
+        request = self._subscription_request(txn, topic, subscription)
+        if request is not None:
+            coordinator, kind, fields = request
+            self._tc_request(coordinator, kind, **fields)
+            with self._rt.lock:
+                txn._core.subscriptions.add((topic, subscription))
+
+    def _subscription_request(
+        self, txn: Transaction, topic: str, subscription: str
+    ) -> tuple[int, int, dict[str, Any]] | None:
+        """``(coordinator, kind, fields)`` of the request that adds ``subscription`` on ``topic`` to ``txn``, None if
+        it is in it (raises if ``txn`` is no longer open)."""
         core = txn._core
         with self._rt.lock:
             core.check_open(self._rt.now())
             if (topic, subscription) in core.subscriptions:
-                return
+                return None
         most, least = core.txn_id
-        self._tc_request(
-            most,
-            T.ADD_SUBSCRIPTION_TO_TXN,
-            txnid_most_bits=most,
-            txnid_least_bits=least,
-            subscription=[{"topic": topic, "subscription": subscription}],
-        )
-        with self._rt.lock:
-            core.subscriptions.add((topic, subscription))
+        fields = {
+            "txnid_most_bits": most,
+            "txnid_least_bits": least,
+            "subscription": [{"topic": topic, "subscription": subscription}],
+        }
+        return most, T.ADD_SUBSCRIPTION_TO_TXN, fields
 
     def _end(self, txn: Transaction, commit: bool) -> None:
         core = txn._core
         rt = self._rt
         rt.check_open()
         if commit:
-            for producer in list(core.producers):
-                with rt.lock:
-                    for pcore in producer._cores:
-                        pcore.flush(rt.now())
-                    rt.kick(*producer._cores)
             with rt.lock:
+                self._flush_for(core)
                 rt.wait_for(lambda: core.ops == 0, None)
+        commit, failed_ops = self._begin_end(core, commit)
+        coordinator, kind, fields = self._end_request(core, commit)
+        try:
+            self._tc_request(coordinator, kind, **fields)
+        except PulsarException:
+            with rt.lock:
+                core.ended(commit, ok=False)
+            raise
+        self._ended(core, commit, failed_ops)
+
+    def _flush_for(self, core: TransactionCore) -> None:
+        """Send what the producers that sent in ``core`` batched (the lock held)."""
+        for producer in list(core.producers):
+            producer._flush_batches()
+
+    def _begin_end(self, core: TransactionCore, commit: bool) -> tuple[bool, int]:
+        """Mark ``core`` as ending (its sends done): ``(commit, failed operations)``, a commit turned into an abort
+        when an operation in it failed."""
+        rt = self._rt
         with rt.lock:
             core.begin_end(commit, rt.now())
             failed_ops = core.failed_ops if commit else 0
@@ -1281,19 +1399,17 @@ class Client:
             if not commit:
                 for producer in core.producers:
                     producer._discard(core)
+        return commit, failed_ops
+
+    def _end_request(self, core: TransactionCore, commit: bool) -> tuple[int, int, dict[str, Any]]:
+        """``(coordinator, kind, fields)`` of the END_TXN request."""
         most, least = core.txn_id
-        try:
-            self._tc_request(
-                most,
-                T.END_TXN,
-                txnid_most_bits=most,
-                txnid_least_bits=least,
-                txn_action=TxnAction.COMMIT if commit else TxnAction.ABORT,
-            )
-        except PulsarException:
-            with rt.lock:
-                core.ended(commit, ok=False)
-            raise
+        action = TxnAction.COMMIT if commit else TxnAction.ABORT
+        return most, T.END_TXN, {"txnid_most_bits": most, "txnid_least_bits": least, "txn_action": action}
+
+    def _ended(self, core: TransactionCore, commit: bool, failed_ops: int) -> None:
+        """END_TXN succeeded: an abort has what the transaction acknowledged delivered again."""
+        rt = self._rt
         with rt.lock:
             core.ended(commit, ok=True)
             if not commit:
