@@ -23,7 +23,7 @@ from pulsar_txn.core.connection import (
     Response,
     SendDone,
 )
-from pulsar_txn.exceptions import ConnectError
+from pulsar_txn.exceptions import ConnectError, PulsarException
 from tests.sim.client import Future
 from tests.sim.world import EPOCH, ClientEnd
 from wire.pulsar_api_pb2 import BaseCommand
@@ -192,6 +192,12 @@ class SimCoreClient(ClientEnd):
         producer.send(message, self.sched.now)
         self.pump()
         return future
+
+    def fail_sends(self, producer: ProducerCore, error: PulsarException) -> None:
+        """Fail what ``producer`` has queued or in flight (a client giving up on it rather than sending it again on its
+        next connection)."""
+        for done in producer.fail_pending(error):
+            self._dispatch(done)
 
     def ack_in_txn(self, consumer: ConsumerCore, message: ReceivedMessage, txn: TransactionCore) -> Future:
         """Acknowledge ``message`` in ``txn``; the future resolves with the ACK's :class:`Response`. Raises what the

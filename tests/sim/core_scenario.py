@@ -345,6 +345,9 @@ class Worker(Actor):
             )
             for i in range(o.partitions)
         ]
+        # A worker's producers live for one session: what they have in flight when it is lost fails (its
+        # transaction is lost with it), where the source's would send it again on the next connection.
+        client.closed.then(lambda error: [client.fail_sends(p, error) for p in producers])
         ok = yield gather(
             [client.create_producer(p) for p in producers] + [client.subscribe(c) for c in self.consumers]
         )
