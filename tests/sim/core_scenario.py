@@ -2,15 +2,16 @@
 
 A seed chooses the options (partitions, network, crashes, resets, abort rate, batching, subscription type). A source
 producer (deduplicated: it sends again what was in flight after every reconnection) writes plain messages to the
-input topic; 1-2 workers take a few inputs at a time and, in one transaction each turn, send one output per input
-and acknowledge the inputs, then commit, or now and then abort (the consumer's queue is then redelivered as the Java
-client does on an exclusive or failover subscription). Network faults, connection resets and at least one server
-crash come until the faults heal; the workload then has :data:`LIVENESS_SECONDS` to finish. After a last crash an
-audit consumer reads the output topic from the start and a leftover consumer the input subscription.
+input topic, for some seeds a transactional one writes more in transactions it commits or aborts; 1-2 workers take a
+few inputs at a time and, in one transaction each turn, send one output per input and acknowledge the inputs, then
+commit, or now and then abort (the consumer's queue is then redelivered as the Java client does on an exclusive or
+failover subscription). Network faults, connection resets and at least one server crash come until the faults heal;
+the workload then has :data:`LIVENESS_SECONDS` to finish. After a last crash an audit consumer reads the output
+topic from the start and a leftover consumer the input subscription.
 
 The checks: every input appears in exactly one output (committed exactly once; everything consumed: liveness), no
-output of an aborted transaction is delivered, every output of a committed transaction is, nothing is left on the
-input subscription, the source's every message was receipted.
+input or output of an aborted transaction is delivered, every output of a committed transaction is, nothing is left
+on the input subscription, the source's every message was receipted.
 
 Run more seeds with ``python -m tests.sim.core_scenario FIRST LAST``.
 """
@@ -57,6 +58,8 @@ class CoreOptions:
     sub_type: int
     batching: bool
     receiver_queue: int
+    #: Transactions of 1-3 input messages the transactional source commits or aborts (0: none).
+    source_txns: int = 0
 
     @classmethod
     def from_seed(cls, seed: int) -> tuple[CoreOptions, Options]:
@@ -95,6 +98,8 @@ class CoreOptions:
             batching=rng.random() < 0.5,
             receiver_queue=rng.choice([4, 10, 1000]),
         )
+        # Drawn apart, so that adding it changed none of the other options.
+        core.source_txns = random.Random(f"core-{seed}-txsrc").choice([0, 4, 8])
         return core, world
 
 
@@ -120,7 +125,13 @@ class CoreScenario:
         self.world = World(world_options)
         self.txns: dict[TxnId, TxnOutcome] = {}
         self.counters: Counter[str] = Counter()
+        #: Inputs that must be transformed exactly once (plain, or of a committed transaction); inputs of a
+        #: transaction whose END_TXN got no answer (at most once); of an aborted or abandoned one (never delivered).
         self.sent: set[str] = set()
+        self.maybe: set[str] = set()
+        self.never: set[str] = set()
+        #: Every input a worker took.
+        self.delivered: list[str] = []
         self.audited: list[str] = []
         self.leftover: list[str] = []
         self.failures: list[str] = []
@@ -138,7 +149,7 @@ class CoreScenario:
         sched.run_until(2.0)
         source = Source(self)
         workers = [Worker(self, n) for n in range(self.options.workers)]
-        for actor in (source, *workers):
+        for actor in (source, TxnSource(self), *workers):
             spawn(sched, actor.run())
         world.schedule_faults()
         sched.run_until(o.heal + LIVENESS_SECONDS)
@@ -166,7 +177,12 @@ class CoreScenario:
         for key in sorted(self.sent):
             if inputs[key] != 1:
                 fail(f"input {key} appears in {inputs[key]} outputs (expected exactly 1)")
-        unknown = set(inputs) - self.sent
+        for key in sorted(self.maybe):
+            if inputs[key] > 1:
+                fail(f"input {key} (its transaction's outcome unknown) appears in {inputs[key]} outputs")
+        for key in sorted(self.never & {*inputs, *self.delivered}):
+            fail(f"input {key} of an aborted transaction was delivered")
+        unknown = set(inputs) - self.sent - self.maybe - self.never
         if unknown:
             fail(f"outputs of inputs never sent: {sorted(unknown)}")
         by_output = {out: txn for txn, rec in self.txns.items() for out in rec.outputs}
@@ -310,6 +326,74 @@ def _fields(config: ProducerConfig) -> dict[str, Any]:
     return {name: getattr(config, name) for name in ProducerConfig.__dataclass_fields__}
 
 
+class TxnSource(Actor):
+    """Transactions of 1-3 input messages ``t<n>`` over distinct input partitions, committed or aborted."""
+
+    def __init__(self, scenario: CoreScenario) -> None:
+        super().__init__(scenario, "txsrc")
+        self.producers = [
+            ProducerCore(partition(IN, i), i, ProducerConfig(producer_name=f"txsrc-{i}"), 0.0)
+            for i in range(self.world.options.partitions)
+        ]
+        self.made = 0
+        self.batches = 0
+
+    def session(self, client: SimCoreClient) -> Task:
+        scenario, o = self.scenario, self.world.options
+        client.closed.then(lambda error: [client.fail_sends(p, error) for p in self.producers])
+        answers = yield gather([client.request(T.TC_CLIENT_CONNECT_REQUEST, tc_id=i) for i in range(o.coordinators)])
+        if any(a.error is not None for a in answers) or not all(
+            (yield gather([client.create_producer(p) for p in self.producers]))
+        ):
+            return
+        while client.alive:
+            if self.batches >= scenario.options.source_txns:
+                self.done = True
+                return
+            self.batches += 1
+            answer = yield client.request(T.NEW_TXN, tc_id=self.batches % o.coordinators, txn_ttl_millis=TXN_TIMEOUT_MS)
+            if answer.error is not None:
+                return
+            new = answer.command.newTxnResponse
+            txn = TransactionCore(
+                TxnId(new.txnid_most_bits, new.txnid_least_bits), TXN_TIMEOUT_MS, self.world.sched.now
+            )
+            chosen = self.rng.sample(self.producers, self.rng.randint(1, min(3, len(self.producers))))
+            keys = [f"t{self.made + i}" for i in range(len(chosen))]
+            self.made += len(chosen)
+            scenario.never.update(keys)  # until its commit is answered
+            registered = yield client.request(
+                T.ADD_PARTITION_TO_TXN,
+                txnid_most_bits=txn.txn_id.most,
+                txnid_least_bits=txn.txn_id.least,
+                partitions=[p.topic for p in chosen],
+            )
+            if registered.error is not None:
+                return
+            sends = [client.send(p, OutMessage(k.encode(), txn=txn)) for p, k in zip(chosen, keys, strict=True)]
+            if any(done.error is not None for done in (yield gather(sends))):
+                return
+            yield sleep(self.world.sched, self.rng.uniform(0.0, 0.5))
+            commit = self.rng.random() >= scenario.options.abort_rate
+            txn.begin_end(commit, self.world.sched.now)
+            if commit:
+                scenario.never.difference_update(keys)
+                scenario.maybe.update(keys)
+            answer = yield client.request(
+                T.END_TXN,
+                txnid_most_bits=txn.txn_id.most,
+                txnid_least_bits=txn.txn_id.least,
+                txn_action=0 if commit else 1,
+            )
+            txn.ended(commit, answer.error is None)
+            if answer.error is not None:
+                return
+            if commit:
+                scenario.maybe.difference_update(keys)
+                scenario.sent.update(keys)
+            scenario.counters[f"source transactions {'committed' if commit else 'aborted'}"] += 1
+
+
 class Worker(Actor):
     """Consume-transform-produce in transactions, with the pulsar_txn core's producers and consumers."""
 
@@ -330,6 +414,7 @@ class Worker(Actor):
         for consumer in self.consumers:
             while len(taken) < self.scenario.options.batch and (message := consumer.take()) is not None:
                 taken.append((consumer, message))
+                self.scenario.delivered.append(_payload(message))
         return taken
 
     def session(self, client: SimCoreClient) -> Task:
