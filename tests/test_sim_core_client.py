@@ -39,13 +39,14 @@ def test_transformed_exactly_once_through_faults(seed: int) -> None:
 
 def test_the_workload_meets_aborts_and_faults() -> None:
     """Over the default seeds, what the checks are about happens: transactions aborted by the workers and by the
-    transactional source, connection resets, crashes."""
+    transactional source, transactions timed out, connection resets, crashes."""
     totals: dict[str, int] = {}
     for seed in range(1, 9):
         for name, count in CoreScenario(seed).run().counters.items():
             totals[name] = totals.get(name, 0) + count
     assert totals["transactions aborted"] >= 8
     assert totals["source transactions aborted"] >= 2 and totals["source transactions committed"] >= 8
+    assert totals["transaction timed out in the client"] >= 4  # a worker stalled past the timeout, then committed
     assert totals["connection reset"] >= 4
     assert totals["crash"] >= 8
 

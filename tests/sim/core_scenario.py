@@ -60,6 +60,9 @@ class CoreOptions:
     receiver_queue: int
     #: Transactions of 1-3 input messages the transactional source commits or aborts (0: none).
     source_txns: int = 0
+    #: How often a worker stalls past its transaction's timeout before ending it (until the faults heal): the
+    #: coordinator aborts the transaction, the client sees it TIME_OUT and aborts it too.
+    stall_rate: float = 0.0
 
     @classmethod
     def from_seed(cls, seed: int) -> tuple[CoreOptions, Options]:
@@ -100,6 +103,7 @@ class CoreOptions:
         )
         # Drawn apart, so that adding it changed none of the other options.
         core.source_txns = random.Random(f"core-{seed}-txsrc").choice([0, 4, 8])
+        core.stall_rate = random.Random(f"core-{seed}-stall").choice([0.0, 0.0, 0.1])
         return core, world
 
 
@@ -403,6 +407,7 @@ class Worker(Actor):
         config = ConsumerConfig("ctp", options.sub_type, receiver_queue_size=options.receiver_queue)
         self.consumers = [ConsumerCore(partition(IN, i), i, config) for i in range(self.world.options.partitions)]
         self.wakeup: Future | None = None
+        self.stall_rng = random.Random(f"core-{scenario.seed}-{self.name}-stall")
         self.next_tc = number
 
     def _woken(self, consumer: ConsumerCore) -> None:
@@ -508,6 +513,11 @@ class Worker(Actor):
         if any(r.error is not None for r in results):
             yield from self._end(client, txn, rec, commit=False)
             return False
+        if self.stall_rng.random() < self.scenario.options.stall_rate and not self.world.healed:
+            self.scenario.counters["worker stalled past its transaction's timeout"] += 1
+            yield sleep(sched, TXN_TIMEOUT_MS / 1000 + self.stall_rng.uniform(0.5, 3.0))
+            if not client.alive:
+                return False
         commit = self.rng.random() >= self.scenario.options.abort_rate
         return (yield from self._end(client, txn, rec, commit))
 
