@@ -225,12 +225,11 @@ class Actor:
         self.world = scenario.world
         self.name = name
         self.rng = random.Random(f"core-{scenario.seed}-{name}")
-        self.client: SimCoreClient | None = None
         self.done = False
 
     def run(self) -> Task:
         while not self.done and (self.after_stop or not self.world.stopping):
-            client = self.client = SimCoreClient(self.world, self.name)
+            client = SimCoreClient(self.world, self.name)
             self.world.actors[self.name] = client
             if (yield client.connected):
                 yield from self.session(client)
