@@ -315,3 +315,14 @@ def test_batch_messages_keep_their_own_metadata() -> None:
     assert [m.publish_timestamp() for m in got] == [1] * 4
     assert [m.producer_name() for m in got] == ["p"] * 4
     assert [str(m.message_id()) for m in got] == [f"(1,1,-1,{i})" for i in range(4)]
+
+
+def test_publish_times_come_from_the_producers_wall_clock() -> None:
+    """No clock is read inside the core: the shell (or a simulation) gives the producer its wall clock."""
+    conn, broker = connected()
+    core = _producer(conn, batching_enabled=True)
+    core.wall_clock = lambda: 1_800_000_000.25
+    core.send(OutMessage(b"a", token="A"), 0.0)
+    core.flush(0.0)
+    core.send(OutMessage(b"b", token="B", deliver_at=5), 0.0)  # a message of its own
+    assert [parse_body(f.body).metadata.publish_time for f in broker.read(conn)] == [1_800_000_000_250] * 2

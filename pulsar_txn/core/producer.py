@@ -7,7 +7,7 @@ import functools
 import struct
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -126,6 +126,9 @@ class ProducerCore:
         #: Messages queued (in the open batch) or in flight (in ``_pending``).
         self.pending_count = 0
         self.max_message_size = 5 * 1024 * 1024
+        #: Where publish times come from (epoch seconds): the wall clock, or a simulation's clock so that a run
+        #: is a function of its seed.
+        self.wall_clock: Callable[[], float] = time.time
 
     # -- registration --------------------------------------------------------------------
 
@@ -261,7 +264,7 @@ class ProducerCore:
 
     def _send_single(self, message: OutMessage, now: float) -> None:
         """Send ``message`` as an entry of its own (not in the batch format)."""
-        meta = MessageMetadata(producer_name=self.name, publish_time=int(time.time() * 1000))
+        meta = MessageMetadata(producer_name=self.name, publish_time=int(self.wall_clock() * 1000))
         sequence = self._sequence(message)
         _fill_metadata(meta, message)
         self.pending_count += 1
@@ -276,7 +279,7 @@ class ProducerCore:
         now: float,
     ) -> None:
         """Send a batch: its messages each behind their single-message metadata, in one entry."""
-        meta = MessageMetadata(producer_name=self.name, publish_time=int(time.time() * 1000))
+        meta = MessageMetadata(producer_name=self.name, publish_time=int(self.wall_clock() * 1000))
         if not detailed:  # payloads alone: consecutive sequence ids, metadata encoded here
             sequence = self._next_sequence
             highest = sequence + len(payloads) - 1
