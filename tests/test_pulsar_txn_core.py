@@ -326,3 +326,90 @@ def test_publish_times_come_from_the_producers_wall_clock() -> None:
     core.flush(0.0)
     core.send(OutMessage(b"b", token="B", deliver_at=5), 0.0)  # a message of its own
     assert [parse_body(f.body).metadata.publish_time for f in broker.read(conn)] == [1_800_000_000_250] * 2
+
+
+def _send_error(code: int, sequence_id: int) -> bytes:
+    return frame(T.SEND_ERROR, producer_id=7, sequence_id=sequence_id, error=code, message="from the broker")
+
+
+def _reattach(core: ProducerCore) -> tuple[Connection, Broker]:
+    again, broker = connected(1.0)
+    response = make(T.PRODUCER_SUCCESS, request_id=1, producer_name="p-1", last_sequence_id=-1).producer_success
+    core.attach(again, 8, response, 1.0)
+    return again, broker
+
+
+@pytest.mark.parametrize("code", [ServerError.PersistenceError, ServerError.ServiceNotReady, ServerError.UnknownError])
+def test_a_transient_send_error_reconnects_and_sends_everything_in_flight_again(code: int) -> None:
+    """As the official clients: no message fails; the connection closes, the producer registers again and sends
+    what was in flight, in order and with its sequence ids."""
+    conn, broker = connected()
+    core = _producer(conn)
+    for token in "ABC":
+        core.send(OutMessage(token.encode(), token=token), 0.0)
+    assert len(broker.read(conn)) == 3
+    conn.handle_bytes(_send_error(code, 0), 0.1)
+    seen = events(conn)
+    assert not [e for e in seen if isinstance(e, SendDone)]
+    assert any(isinstance(e, Closed) for e in seen) and any(isinstance(e, HandleClosed) for e in seen)
+    assert core.conn is None and core.pending_count == 3
+    again, broker2 = _reattach(core)
+    assert [f.command.send.sequence_id for f in broker2.read(again)] == [0, 1, 2]
+    again.handle_bytes(
+        frame(T.SEND_RECEIPT, producer_id=8, sequence_id=2, message_id={"ledgerId": 3, "entryId": 5}), 1.1
+    )
+    [done] = [e for e in events(again) if isinstance(e, SendDone)]
+    assert done.token == "C" and done.error is None and core.pending_count == 0
+
+
+def test_a_send_error_not_allowed_fails_that_entry_alone_and_counts_against_its_transaction() -> None:
+    """A send into a transaction the partition knows ended: the broker answers NotAllowedError; the Java client
+    fails that message (so the user sees it) and keeps the others in flight."""
+    conn, broker = connected()
+    core = _producer(conn)
+    txn = TransactionCore(TxnId(1, 2), 60000, opened_at=0.0)
+    core.send(OutMessage(b"a", token="A", txn=txn), 0.0)
+    core.send(OutMessage(b"b", token="B"), 0.0)
+    broker.read(conn)
+    conn.handle_bytes(_send_error(ServerError.NotAllowedError, 0), 0.1)
+    [failed] = [e for e in events(conn) if isinstance(e, SendDone)]
+    assert failed.token == "A" and type(failed.error).__name__ == "NotAllowedError"
+    assert conn.ready and core.conn is conn and core.pending_count == 1
+    assert txn.ops == 0 and txn.failed_ops == 1
+
+
+def test_a_send_error_topic_terminated_fails_everything_and_later_sends() -> None:
+    conn, broker = connected()
+    core = _producer(conn)
+    core.send(OutMessage(b"a", token="A"), 0.0)
+    core.send(OutMessage(b"b", token="B"), 0.0)
+    broker.read(conn)
+    conn.handle_bytes(_send_error(ServerError.TopicTerminatedError, 0), 0.1)
+    failed = [e for e in events(conn) if isinstance(e, SendDone)]
+    assert [e.token for e in failed] == ["A", "B"]
+    assert all(type(e.error).__name__ == "TopicTerminated" for e in failed)
+    with pytest.raises(Exception, match="terminated") as raised:
+        core.send(OutMessage(b"c", token="C"), 0.2)
+    assert type(raised.value).__name__ == "TopicTerminated"
+
+
+def test_a_checksum_error_fails_a_corrupt_entry_alone_and_resends_a_sound_one() -> None:
+    conn, broker = connected()
+    core = _producer(conn)
+    core.send(OutMessage(b"a", token="A"), 0.0)
+    core.send(OutMessage(b"b", token="B"), 0.0)
+    broker.read(conn)
+    # Corrupted here (as memory going bad would): the broker's ChecksumError fails it alone.
+    head = core._pending[0]
+    head.body = head.body[:-1] + bytes([head.body[-1] ^ 0xFF])
+    conn.handle_bytes(_send_error(ServerError.ChecksumError, 0), 0.1)
+    [failed] = [e for e in events(conn) if isinstance(e, SendDone)]
+    assert failed.token == "A" and type(failed.error).__name__ == "ChecksumError"
+    assert conn.ready and core.pending_count == 1
+    # Sound here (corrupted on the way): sent again over a new connection.
+    conn.handle_bytes(_send_error(ServerError.ChecksumError, 1), 0.2)
+    assert not [e for e in events(conn) if isinstance(e, SendDone)]
+    assert core.conn is None and core.pending_count == 1
+    again, broker2 = _reattach(core)
+    [resent] = broker2.read(again)
+    assert resent.command.send.sequence_id == 1 and parse_body(resent.body).checksum_ok

@@ -14,16 +14,18 @@ from typing import TYPE_CHECKING, Any
 from pulsar_txn.core.connection import SendDone
 from pulsar_txn.exceptions import (
     AlreadyClosed,
+    ConnectError,
     MessageTooBig,
     PulsarException,
     Timeout,
+    TopicTerminated,
     from_server_error,
 )
 from wire.commands import make
 from wire.compression import compress
-from wire.framing import make_body
+from wire.framing import make_body, parse_body
 from wire.message_id import MessageId as WireMessageId
-from wire.pulsar_api_pb2 import BaseCommand, CompressionType, MessageMetadata, SingleMessageMetadata
+from wire.pulsar_api_pb2 import BaseCommand, CompressionType, MessageMetadata, ServerError, SingleMessageMetadata
 
 if TYPE_CHECKING:
     from pulsar_txn.core.connection import Connection
@@ -110,6 +112,8 @@ class ProducerCore:
         self.name = config.producer_name or ""
         self.schema_version: bytes | None = None
         self.closed = False
+        #: The broker answered a SEND with TopicTerminatedError: every send fails from then on.
+        self.terminated = False
         self.last_sequence_id = -1 if config.initial_sequence_id is None else config.initial_sequence_id
         self._next_sequence = self.last_sequence_id + 1
         # The open batch: its messages' payloads and tokens, in order; by index, those of its messages that carry
@@ -175,8 +179,7 @@ class ProducerCore:
     def send(self, message: OutMessage, now: float) -> bool:
         """Queue ``message``: into the open batch, or as an entry of its own. True if the shell has work: a batch
         opened (a timer :meth:`poll_timeout` now reports) or an entry sent (bytes to transmit)."""
-        if self.closed:
-            raise AlreadyClosed(f"producer on {self.topic} is closed")
+        self._check_open()
         if len(message.payload) > self.max_message_size:
             raise MessageTooBig(f"message of {len(message.payload)} bytes exceeds {self.max_message_size}")
         if not self.config.batching_enabled or message.deliver_at is not None:
@@ -191,11 +194,16 @@ class ProducerCore:
         sequence id of its own): :meth:`send` of ``OutMessage(payload, token)`` without building one when batching."""
         if not self.config.batching_enabled:
             return self.send(OutMessage(payload, token), now)
-        if self.closed:
-            raise AlreadyClosed(f"producer on {self.topic} is closed")
+        self._check_open()
         if len(payload) > self.max_message_size:
             raise MessageTooBig(f"message of {len(payload)} bytes exceeds {self.max_message_size}")
         return self._add(payload, token, None, False, now)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise AlreadyClosed(f"producer on {self.topic} is closed")
+        if self.terminated:
+            raise TopicTerminated(f"topic {self.topic} was terminated")
 
     def _add(self, payload: bytes, token: Any, message: OutMessage | None, detailed: bool, now: float) -> bool:
         """Put a message into the open batch (flushed first if the message cannot join it); ``message`` is None for
@@ -382,8 +390,7 @@ class ProducerCore:
     def handle_receipt(self, command: BaseCommand) -> list[SendDone]:
         """A SEND_RECEIPT or SEND_ERROR for this producer."""
         if command.type == T.SEND_ERROR:
-            error = command.send_error
-            return self.fail_pending(from_server_error(error.error, error.message))
+            return self._handle_send_error(command.send_error)
         receipt = command.send_receipt
         events: list[SendDone] = []
         while self._pending and self._pending[0].sequence_id <= receipt.sequence_id:
@@ -401,6 +408,35 @@ class ProducerCore:
             if entry.txn is not None:
                 entry.txn.ops -= count
         return events
+
+    def _handle_send_error(self, answer: Any) -> list[SendDone]:
+        """A SEND_ERROR, handled per error code as the official clients do: a corrupt entry, a send the broker does
+        not allow (into a transaction that ended) fail alone; a terminated topic fails everything; any other error
+        (the broker could not store, a checksum that was fine here) closes the connection, so that the producer
+        registers again and sends what is in flight once more, as it does after any lost connection."""
+        error = from_server_error(answer.error, answer.message)
+        head = self._pending[0] if self._pending else None
+        matches = head is not None and answer.sequence_id in (head.sequence_id, head.highest_sequence_id)
+        if answer.error == ServerError.TopicTerminatedError:
+            self.terminated = True
+            return self.fail_pending(error)
+        if answer.error == ServerError.NotAllowedError:
+            return self._fail_head(error) if matches else []
+        if answer.error == ServerError.ChecksumError and matches and not parse_body(head.body).checksum_ok:  # type: ignore[union-attr]
+            return self._fail_head(error)
+        if self.conn is not None:
+            self.conn.close(ConnectError(f"send error from the broker on {self.topic}: {error}"))
+        return []
+
+    def _fail_head(self, error: PulsarException) -> list[SendDone]:
+        """Fail the oldest entry in flight alone."""
+        entry = self._pending.popleft()
+        count = len(entry.tokens)
+        self.pending_count -= count
+        if entry.txn is not None:
+            entry.txn.ops -= count
+            entry.txn.failed_ops += count
+        return [SendDone(token, None, error) for token in entry.tokens]
 
     def fail_pending(self, error: PulsarException) -> list[SendDone]:
         """Fail every queued and in-flight message with ``error``."""
