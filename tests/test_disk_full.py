@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pulsar
 import pytest
@@ -130,3 +132,51 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_recovers(
     consumer = client.subscribe(topic, "after", initial_position=pulsar.InitialPosition.Earliest)
     assert _receive_all(consumer)[-1] == b"after"
     client.close()
+
+
+def _official_client(url: str) -> object:
+    return make_client(url)
+
+
+def _pulsar_txn_client(url: str) -> object:
+    import pulsar_txn
+
+    return pulsar_txn.Client(url, operation_timeout_seconds=10)
+
+
+@pytest.mark.parametrize("new_client", [_official_client, _pulsar_txn_client], ids=["pulsar-client", "pulsar_txn"])
+def test_sends_while_the_disk_is_full_complete_once_it_frees(
+    server_factory: Callable[..., Server], small_disk: Path, topic: str, new_client: Callable[[str], object]
+) -> None:
+    """One script, the official client and pulsar_txn: a SEND_ERROR (PersistenceError) fails no send; the client
+    reconnects and sends again until the disk has room, and each message is stored once, in order."""
+    server = server_factory("--data-dir", str(small_disk / "data"))
+    client: Any = new_client(server.url)
+    producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=60_000)
+    producer.send(b"before")
+    filler = _fill(small_disk)
+    results: list[str] = []
+    done = threading.Event()
+    count = 5
+
+    def callback(result: object, _message_id: object) -> None:
+        results.append(str(result).rsplit(".", 1)[-1])
+        if len(results) == count:
+            done.set()
+
+    for i in range(count):
+        producer.send_async(f"m{i}".encode() * 512, callback)
+    time.sleep(3)  # refused meanwhile: sent again and again, failed to nobody
+    assert results == []
+    filler.unlink()
+    assert done.wait(30), results
+    assert results == ["Ok"] * count
+    client.close()
+    reader_client = make_client(server.url)
+    reader = reader_client.create_reader(topic, pulsar.MessageId.earliest)
+    stored = []
+    with contextlib.suppress(pulsar.Timeout):
+        while True:
+            stored.append(reader.read_next(2000).data())
+    assert stored == [b"before"] + [f"m{i}".encode() * 512 for i in range(count)]
+    reader_client.close()
