@@ -7,7 +7,9 @@ space that is left.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import importlib
 import os
 import subprocess
 import threading
@@ -172,6 +174,38 @@ def test_sends_while_the_disk_is_full_complete_once_it_frees(
     assert done.wait(30), results
     assert results == ["Ok"] * count
     client.close()
+    reader_client = make_client(server.url)
+    reader = reader_client.create_reader(topic, pulsar.MessageId.earliest)
+    stored = []
+    with contextlib.suppress(pulsar.Timeout):
+        while True:
+            stored.append(reader.read_next(2000).data())
+    assert stored == [b"before"] + [f"m{i}".encode() * 512 for i in range(count)]
+    reader_client.close()
+
+
+@pytest.mark.parametrize("module_name", ["pulsar.asyncio", "pulsar_txn.asyncio"])
+def test_asyncio_sends_while_the_disk_is_full_complete_once_it_frees(
+    server_factory: Callable[..., Server], small_disk: Path, topic: str, module_name: str
+) -> None:
+    """The same with the asyncio APIs: the awaited sends neither fail nor finish while the disk is full."""
+    pulsar_asyncio = importlib.import_module(module_name)
+    server = server_factory("--data-dir", str(small_disk / "data"))
+    count = 5
+
+    async def script() -> None:
+        client = pulsar_asyncio.Client(server.url, operation_timeout_seconds=10)
+        producer = await client.create_producer(topic, batching_enabled=False, send_timeout_millis=60_000)
+        await producer.send(b"before")
+        filler = _fill(small_disk)
+        sends = [asyncio.ensure_future(producer.send(f"m{i}".encode() * 512)) for i in range(count)]
+        await asyncio.sleep(3)  # refused meanwhile: sent again and again, failed to nobody
+        assert [send.done() for send in sends] == [False] * count
+        filler.unlink()
+        await asyncio.wait_for(asyncio.gather(*sends), 30)
+        await client.close()
+
+    asyncio.run(script())
     reader_client = make_client(server.url)
     reader = reader_client.create_reader(topic, pulsar.MessageId.earliest)
     stored = []
