@@ -187,3 +187,33 @@ def test_an_abort_does_not_deliver_committed_messages_again(ptx, client, batched
     assert sorted(committed) == inputs  # each exactly once: nothing committed came again
     assert transactions == len(inputs) + len(inputs) // 19
     assert sorted(m.data() for m in _drain(observer.receive)) == [p.upper() for p in inputs]
+
+
+def test_a_send_into_an_ended_transaction_fails_alone_as_the_java_client(ptx, client) -> None:
+    """A transaction aborted behind this client's back, then passed by the coordinator's low-water mark: the broker
+    answers its next send with NotAllowedError ("has been ended"). As the Java client, that send raises and the plain
+    sends in flight behind it on the same producer are stored, once each (they failed with it before)."""
+    topic = _topic("ended")
+    producer = ptx.create_producer(topic, batching_enabled=False)
+    ended = ptx.new_transaction()
+    producer.send(b"in-ended", txn=ended)
+    ptx.resume_transaction(ended.id).abort()  # ``ended`` itself does not know
+    later = ptx.new_transaction()
+    while later.id[0] != ended.id[0]:  # the same coordinator, whose low-water mark then passes ``ended``
+        later.abort()
+        later = ptx.new_transaction()
+    producer.send(b"committed", txn=later)
+    later.commit()
+    results: list[tuple[str, object]] = []
+    producer.send_async(b"too-late", lambda res, mid: results.append(("too-late", res)), txn=ended)
+    for i in range(3):
+        producer.send_async(f"plain-{i}".encode(), lambda res, mid, i=i: results.append((f"plain-{i}", res)))
+    producer.flush()
+    assert [(name, str(res).rsplit(".", 1)[-1]) for name, res in results] == [
+        ("too-late", "NotAllowedError"),
+        ("plain-0", "Ok"),
+        ("plain-1", "Ok"),
+        ("plain-2", "Ok"),
+    ]
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    assert [m.data() for m in _drain(consumer.receive)] == [b"committed", b"plain-0", b"plain-1", b"plain-2"]
