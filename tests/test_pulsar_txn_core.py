@@ -172,11 +172,12 @@ def test_payloads_alone_and_detailed_messages_share_batches_with_protobufs_encod
     assert [(kv.key, kv.value) for kv in singles[7][0].properties] == [("k", "v")]
     assert (txn_sequence, txn_single.sequence_id, txn_payload) == (expected[-1] + 1,) * 2 + (b"t",)
     assert core.pending_count == 701 and txn.ops == 1
-    conn.handle_bytes(
-        frame(T.SEND_RECEIPT, producer_id=7, sequence_id=first + 500, message_id={"ledgerId": 3, "entryId": 2}), 1.0
-    )
+    for entry_id, sequence_id in ((1, first), (2, first + 500)):
+        receipt = {"ledgerId": 3, "entryId": entry_id}
+        conn.handle_bytes(frame(T.SEND_RECEIPT, producer_id=7, sequence_id=sequence_id, message_id=receipt), 1.0)
     done = [(e.token, e.message_id) for e in events(conn)]
-    assert done == [("P", (3, 2, -1, 7, 200)), ("S", (3, 2, -1, 8, 200))]  # the first entry's receipt was lost
+    assert done[:500] == [(i, (3, 1, -1, i, 500)) for i in range(500)]
+    assert done[500:] == [("P", (3, 2, -1, 7, 200)), ("S", (3, 2, -1, 8, 200))]
     assert core.pending_count == 1
     core.send(OutMessage(b"d", token="D", txn=txn), 0.0)
     assert core.discard(txn) == ["D"] and core.pending_count == 1
@@ -355,11 +356,35 @@ def test_a_transient_send_error_reconnects_and_sends_everything_in_flight_again(
     assert core.conn is None and core.pending_count == 3
     again, broker2 = _reattach(core)
     assert [f.command.send.sequence_id for f in broker2.read(again)] == [0, 1, 2]
-    again.handle_bytes(
-        frame(T.SEND_RECEIPT, producer_id=8, sequence_id=2, message_id={"ledgerId": 3, "entryId": 5}), 1.1
+    for sequence_id in range(3):
+        receipt = {"ledgerId": 3, "entryId": 5 + sequence_id}
+        again.handle_bytes(frame(T.SEND_RECEIPT, producer_id=8, sequence_id=sequence_id, message_id=receipt), 1.1)
+    done = [e for e in events(again) if isinstance(e, SendDone)]
+    assert [(e.token, e.error) for e in done] == [("A", None), ("B", None), ("C", None)] and core.pending_count == 0
+
+
+def test_a_receipt_out_of_order_reconnects_and_one_for_a_failed_entry_is_ignored() -> None:
+    """As the Java client: a receipt past the oldest entry in flight closes the connection and everything in flight
+    is sent again (nothing is reported done without its own receipt); a receipt older than the oldest is ignored."""
+    conn, broker = connected()
+    core = _producer(conn)
+    for token in "AB":
+        core.send(OutMessage(token.encode(), token=token), 0.0)
+    assert len(broker.read(conn)) == 2
+    conn.handle_bytes(
+        frame(T.SEND_RECEIPT, producer_id=7, sequence_id=1, message_id={"ledgerId": 3, "entryId": 1}), 0.1
     )
-    [done] = [e for e in events(again) if isinstance(e, SendDone)]
-    assert done.token == "C" and done.error is None and core.pending_count == 0
+    seen = events(conn)
+    assert not [e for e in seen if isinstance(e, SendDone)] and any(isinstance(e, Closed) for e in seen)
+    assert core.pending_count == 2
+    again, broker2 = _reattach(core)
+    assert [f.command.send.sequence_id for f in broker2.read(again)] == [0, 1]
+    for sequence_id in (0, 0, 1):  # the second receipt for 0 is for nothing in flight
+        receipt = {"ledgerId": 3, "entryId": sequence_id}
+        again.handle_bytes(frame(T.SEND_RECEIPT, producer_id=8, sequence_id=sequence_id, message_id=receipt), 1.1)
+    done = [e for e in events(again) if isinstance(e, SendDone)]
+    assert [(e.token, e.error, e.message_id[1]) for e in done] == [("A", None, 0), ("B", None, 1)]
+    assert core.pending_count == 0 and core.conn is again
 
 
 def test_a_send_error_not_allowed_fails_that_entry_alone_and_counts_against_its_transaction() -> None:

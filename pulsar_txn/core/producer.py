@@ -392,21 +392,27 @@ class ProducerCore:
         if command.type == T.SEND_ERROR:
             return self._handle_send_error(command.send_error)
         receipt = command.send_receipt
-        events: list[SendDone] = []
-        while self._pending and self._pending[0].sequence_id <= receipt.sequence_id:
-            entry = self._pending.popleft()
-            count = len(entry.tokens)
-            self.pending_count -= count
-            if entry.sequence_id < receipt.sequence_id:
-                continue  # an older entry's receipt was lost with a connection; it was stored before this one
-            base = WireMessageId.from_proto(receipt.message_id)
-            batched = entry.batched
-            ledger, entry_id, partition = base.ledger, base.entry, self.partition
-            for index, token in enumerate(entry.tokens):
-                if token is not None:  # nobody waits for the others
-                    events.append(SendDone(token, (ledger, entry_id, partition, index if batched else -1, count)))
-            if entry.txn is not None:
-                entry.txn.ops -= count
+        if not self._pending or self._pending[0].sequence_id > receipt.sequence_id:
+            return []  # for an entry that already failed (or timed out): nothing waits for it
+        if self._pending[0].sequence_id < receipt.sequence_id:
+            # The broker answers in order: a receipt past the oldest entry means answers were lost. As the official
+            # clients, close the connection so that everything in flight is sent again (deduplication keeps one).
+            if self.conn is not None:
+                self.conn.close(ConnectError(f"receipt out of order on {self.topic}"))
+            return []
+        entry = self._pending.popleft()
+        count = len(entry.tokens)
+        self.pending_count -= count
+        base = WireMessageId.from_proto(receipt.message_id)
+        batched = entry.batched
+        ledger, entry_id, partition = base.ledger, base.entry, self.partition
+        events = [
+            SendDone(token, (ledger, entry_id, partition, index if batched else -1, count))
+            for index, token in enumerate(entry.tokens)
+            if token is not None  # nobody waits for the others
+        ]
+        if entry.txn is not None:
+            entry.txn.ops -= count
         return events
 
     def _handle_send_error(self, answer: Any) -> list[SendDone]:
