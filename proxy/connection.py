@@ -319,18 +319,10 @@ class PulsarConnection(protocol.Protocol):
 
     def _handle_frames(self, data: bytes) -> bool:
         """Handle the frames ``data`` completes; whether it completed any."""
-        frames = self.decoder.feed(data)
-        completed = False
-        while self.state is not State.CLOSED:
-            try:
-                item = next(frames)
-            except StopIteration:
+        frames, error = self.decoder.decode(data)
+        for item in frames:
+            if self.state is State.CLOSED:
                 break
-            except ProtocolError as exc:
-                self._end_run()
-                self.close(f"malformed frame: {exc}")
-                return completed
-            completed = True
             command = item.command
             try:
                 if self._run and command.type != _SEND:
@@ -343,9 +335,13 @@ class PulsarConnection(protocol.Protocol):
                 log.exception("[%s] failed handling %s", self.peer, type_name(command.type))
                 self._end_run()
                 self.close("internal error")
-        frames.close()
+        else:
+            if error is not None and self.state is not State.CLOSED:
+                self._end_run()
+                self.close(f"malformed frame: {error}")
+                return bool(frames)
         self._end_run()
-        return completed
+        return bool(frames)
 
     def _end_run(self) -> None:
         """Publish the run of SENDs read so far (before what comes after them is handled or answered)."""
