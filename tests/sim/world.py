@@ -106,19 +106,24 @@ class Scheduler:
         queue = self._queue
         pop = heapq.heappop
         budget = self.budget
-        while queue and queue[0][0] <= until:
-            when, _, call = pop(queue)
-            if call.cancelled or when != call.time:
-                continue
-            if self.events >= budget:
-                self.runaway = when
-                return
-            self.now = when
-            call.called = True
-            self.events += 1
-            call.fn(*call.args)
-            if stop is not None and stop():
-                return
+        # The count of events is kept in a local (nothing reads it while calls run), written back however this ends.
+        events = self.events
+        try:
+            while queue and queue[0][0] <= until:
+                when, _, call = pop(queue)
+                if call.cancelled or when != call.time:
+                    continue
+                if events >= budget:
+                    self.runaway = when
+                    return
+                self.now = when
+                call.called = True
+                events += 1
+                call.fn(*call.args)
+                if stop is not None and stop():
+                    return
+        finally:
+            self.events = events
         if until > self.now:
             self.now = until
 
