@@ -340,7 +340,8 @@ class PulsarConnection(protocol.Protocol):
                 self._end_run()
                 self.close(f"malformed frame: {error}")
                 return bool(frames)
-        self._end_run()
+        if self._run:
+            self._end_run()
         return bool(frames)
 
     def _end_run(self) -> None:
