@@ -438,14 +438,15 @@ class PulsarConnection(protocol.Protocol):
     # -- dispatch -----------------------------------------------------------------------------
 
     def _handle(self, command: BaseCommand, body: bytes | None) -> None:
-        check_command(command)
         kind = command.type
         if kind == _SEND and self.state is State.CONNECTED:
-            # The most frequent command, first: what the general path below checks, for a SEND.
+            # The most frequent command, first: what the general path below checks, for a SEND (check_command leaves
+            # a SEND as it is: it holds no strings).
             if not command.send.IsInitialized():
                 raise ProtocolError("required fields are missing")
             self._on_send(command, body)
             return
+        check_command(command)
         if self.state is State.AWAITING_CONNECT:
             if kind != T.CONNECT:
                 raise ProtocolError(f"{type_name(kind)} before CONNECT")

@@ -95,11 +95,17 @@ class FrameDecoder:
         wanted = 0
         max_frame_size = self._max_frame_size
         unpack = _U32.unpack_from
+        unpack_header = _HEADER.unpack_from
         parse = BaseCommand.FromString
         frames: list[Frame] = []
         error: ProtocolError | None = None
         while size - offset >= 4:
-            (total,) = unpack(data, offset)
+            # A whole frame holds both sizes (8 bytes): read them together when they are there (fewer bytes cannot
+            # finish a frame, so its command size is not needed).
+            if size - offset >= 8:
+                total, command_size = unpack_header(data, offset)
+            else:
+                (total,) = unpack(data, offset)
             if total < 4 or total > max_frame_size:
                 error = ProtocolError(f"frame size {total} outside 4..{max_frame_size}")
                 break
@@ -107,7 +113,6 @@ class FrameDecoder:
                 wanted = 4 + total
                 break
             start = offset + 4
-            (command_size,) = unpack(data, start)
             if command_size > total - 4:
                 error = ProtocolError(f"command size {command_size} exceeds frame size {total}")
                 break
