@@ -396,7 +396,8 @@ class Broker:
     def after_commit(self, callback: Callable[[Any], None], value: Any) -> None:
         """Run ``callback(value)`` after the next commit (or with the error if it fails)."""
         self._completions.append((callback, value))
-        self.request_flush()
+        if not self._flush_scheduled:
+            self.request_flush()
 
     def request_flush(self) -> None:
         """Commit what is staged soon (once per turn of the event loop)."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from wire.framing import stored_metadata
 from wire.message_id import signed64
 from wire.pulsar_api_pb2 import MessageMetadata
-from wire.validate import batch_count
+from wire.validate import MAX_BATCH_MESSAGES
 
 #: The sticky key of a message with neither ordering key nor partition key (as Pulsar does).
 NONE_KEY = b"NONE_KEY"
@@ -45,11 +45,12 @@ class Entry:
         txn = None
         if has("txnid_most_bits") or has("txnid_least_bits"):
             txn = (meta.txnid_most_bits, meta.txnid_least_bits)
-        # Unset, deliver_at_time and marker_type read 0: no delay, no marker.
+        # Unset, deliver_at_time and marker_type read 0: no delay, no marker. The count is batch_count's, inline.
+        count = meta.num_messages_in_batch
         return cls(
             entry_id,
             body,
-            batch_count(meta),
+            0 if count < 0 else count if count < MAX_BATCH_MESSAGES else MAX_BATCH_MESSAGES,
             has("num_messages_in_batch"),
             signed64(meta.publish_time),
             key,

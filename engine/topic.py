@@ -563,14 +563,19 @@ class Topic(ProducerHost):
         """Staged entries up to ``upto`` became durable: make them readable and dispatch."""
         if upto > self.last_confirmed:
             self.last_add_ms = now_ms(self.broker.clock)
-        self.last_confirmed = max(self.last_confirmed, upto)
-        self.txn_buffer.confirmed(self.last_confirmed)
-        for subscription in self._cursors_in_flight:
-            self._unstored.pop(subscription, None)
-        self._cursors_in_flight = {}
-        self._persisted_sequences.update(self._sequences_in_flight)
-        self._sequences_in_flight = {}
-        self._cache.confirm(self.last_confirmed)
+            self.last_confirmed = upto
+        last_confirmed = self.last_confirmed
+        self.txn_buffer.confirmed(last_confirmed)
+        # Most commits carry no cursor and no sequence id of this topic: the empty ones are kept as they are.
+        if self._cursors_in_flight:
+            unstored = self._unstored
+            for subscription in self._cursors_in_flight:
+                unstored.pop(subscription, None)
+            self._cursors_in_flight = {}
+        if self._sequences_in_flight:
+            self._persisted_sequences.update(self._sequences_in_flight)
+            self._sequences_in_flight = {}
+        self._cache.confirm(last_confirmed)
         for subscription in list(self.subscriptions.values()):
             subscription.dispatch()
 

@@ -319,18 +319,10 @@ class PulsarConnection(protocol.Protocol):
 
     def _handle_frames(self, data: bytes) -> bool:
         """Handle the frames ``data`` completes; whether it completed any."""
-        frames = self.decoder.feed(data)
-        completed = False
-        while self.state is not State.CLOSED:
-            try:
-                item = next(frames)
-            except StopIteration:
+        frames, error = self.decoder.decode(data)
+        for item in frames:
+            if self.state is State.CLOSED:
                 break
-            except ProtocolError as exc:
-                self._end_run()
-                self.close(f"malformed frame: {exc}")
-                return completed
-            completed = True
             command = item.command
             try:
                 if self._run and command.type != _SEND:
@@ -343,9 +335,14 @@ class PulsarConnection(protocol.Protocol):
                 log.exception("[%s] failed handling %s", self.peer, type_name(command.type))
                 self._end_run()
                 self.close("internal error")
-        frames.close()
-        self._end_run()
-        return completed
+        else:
+            if error is not None and self.state is not State.CLOSED:
+                self._end_run()
+                self.close(f"malformed frame: {error}")
+                return bool(frames)
+        if self._run:
+            self._end_run()
+        return bool(frames)
 
     def _end_run(self) -> None:
         """Publish the run of SENDs read so far (before what comes after them is handled or answered)."""
@@ -441,14 +438,15 @@ class PulsarConnection(protocol.Protocol):
     # -- dispatch -----------------------------------------------------------------------------
 
     def _handle(self, command: BaseCommand, body: bytes | None) -> None:
-        check_command(command)
         kind = command.type
         if kind == _SEND and self.state is State.CONNECTED:
-            # The most frequent command, first: what the general path below checks, for a SEND.
+            # The most frequent command, first: what the general path below checks, for a SEND (check_command leaves
+            # a SEND as it is: it holds no strings).
             if not command.send.IsInitialized():
                 raise ProtocolError("required fields are missing")
             self._on_send(command, body)
             return
+        check_command(command)
         if self.state is State.AWAITING_CONNECT:
             if kind != T.CONNECT:
                 raise ProtocolError(f"{type_name(kind)} before CONNECT")

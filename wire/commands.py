@@ -52,7 +52,8 @@ def frame(kind: int, **fields: Any) -> bytes:
     except (AttributeError, TypeError):
         # A nested message (or a bad value, which make() reports).
         return encode_command(make(kind, **fields))
-    return encode_command(command)
+    data = command.SerializeToString()  # encode_command, inline: this runs for every answer the server sends
+    return _HEADER.pack(len(data) + 4, len(data)) + data
 
 
 #: Per thread: a command per type that :func:`frame` fills and encodes.

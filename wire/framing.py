@@ -72,57 +72,64 @@ class FrameDecoder:
         A frame that breaks the protocol raises :class:`ProtocolError` after the good frames before it
         were yielded, so their requests can still be answered before the connection closes.
         """
+        frames, error = self.decode(data)
+        yield from frames
+        if error is not None:
+            raise error
+
+    def decode(self, data: bytes) -> tuple[list[Frame], ProtocolError | None]:
+        """Add ``data``; the frames it completes, in order, and the protocol error met after them (None if none).
+
+        What :meth:`feed` yields, as a list: the caller handles the good frames, then the error.
+        """
         buffer = self._buffer
         if buffer:
             # A frame began in an earlier read: join it with this one. Else the frames are read from ``data`` as it
             # came, and only an unfinished frame at its end is kept.
             buffer += data
             if len(buffer) < self._wanted:
-                return _NO_FRAMES  # the frame is still unfinished: nothing to read yet
+                return [], None  # the frame is still unfinished: nothing to read yet
             data = bytes(buffer)
-        return self._frames(data)
-
-    def _frames(self, data: bytes) -> Iterator[Frame]:
-        """The frames ``data`` holds from its start; what is left of it (an unfinished frame) is kept."""
         size = len(data)
         offset = 0
         wanted = 0
         max_frame_size = self._max_frame_size
         unpack = _U32.unpack_from
+        unpack_header = _HEADER.unpack_from
         parse = BaseCommand.FromString
-        try:
-            while size - offset >= 4:
+        frames: list[Frame] = []
+        error: ProtocolError | None = None
+        while size - offset >= 4:
+            # A whole frame holds both sizes (8 bytes): read them together when they are there (fewer bytes cannot
+            # finish a frame, so its command size is not needed).
+            if size - offset >= 8:
+                total, command_size = unpack_header(data, offset)
+            else:
                 (total,) = unpack(data, offset)
-                if total < 4 or total > max_frame_size:
-                    raise ProtocolError(f"frame size {total} outside 4..{max_frame_size}")
-                if size - offset - 4 < total:
-                    wanted = 4 + total
-                    break
-                start = offset + 4
-                (command_size,) = unpack(data, start)
-                if command_size > total - 4:
-                    raise ProtocolError(f"command size {command_size} exceeds frame size {total}")
-                command_end = start + 4 + command_size
-                try:
-                    command = parse(data[start + 4 : command_end])
-                except DecodeError as exc:
-                    raise ProtocolError(f"command does not parse: {exc}") from None
-                if not command.HasField("type"):
-                    raise ProtocolError("unknown or missing command type")
-                offset = start + total
-                yield Frame(command, data[command_end:offset] if offset > command_end else None)
-        finally:
-            self._buffer = bytearray(memoryview(data)[offset:]) if offset < size else bytearray()
-            self._wanted = wanted
-
-
-def _no_frames() -> Iterator[Frame]:
-    yield from ()
-
-
-#: What :meth:`FrameDecoder.feed` returns for a read that finishes no frame: a generator that is over.
-_NO_FRAMES = _no_frames()
-next(_NO_FRAMES, None)
+            if total < 4 or total > max_frame_size:
+                error = ProtocolError(f"frame size {total} outside 4..{max_frame_size}")
+                break
+            if size - offset - 4 < total:
+                wanted = 4 + total
+                break
+            start = offset + 4
+            if command_size > total - 4:
+                error = ProtocolError(f"command size {command_size} exceeds frame size {total}")
+                break
+            command_end = start + 4 + command_size
+            try:
+                command = parse(data[start + 4 : command_end])
+            except DecodeError as exc:
+                error = ProtocolError(f"command does not parse: {exc}")
+                break
+            if not command.HasField("type"):
+                error = ProtocolError("unknown or missing command type")
+                break
+            offset = start + total
+            frames.append(Frame(command, data[command_end:offset] if offset > command_end else None))
+        self._buffer = bytearray(memoryview(data)[offset:]) if offset < size else bytearray()
+        self._wanted = wanted
+        return frames, error
 
 
 def encode_command(command: BaseCommand) -> bytes:

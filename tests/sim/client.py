@@ -299,9 +299,12 @@ class Connection:
 
     def data_received(self, data: bytes, sent_at: float) -> None:
         route = self._route
+        frames, error = self.decoder.decode(data)
         try:
-            for item in self.decoder.feed(data):
+            for item in frames:
                 route(item.command, item.body, sent_at)
+            if error is not None:
+                raise error
         except ProtocolError as exc:
             self.world.fail(f"{self.name}: the server sent a malformed frame: {exc}")
             self.abort("malformed frame")

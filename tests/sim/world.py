@@ -80,6 +80,14 @@ class Scheduler:
         heapq.heappush(self._queue, (call.time, self._order, call))
         return call
 
+    def schedule(self, when: float, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
+        """:meth:`call_at` for the network's deliveries, which are never cancelled: no call is returned."""
+        now = self.now
+        if when < now:
+            when = now
+        self._order += 1
+        heapq.heappush(self._queue, (when, self._order, Call(self, when, fn, args)))
+
     def push(self, call: Call, when: float) -> None:
         """(Re)schedule ``call`` at ``when`` (an earlier entry of it in the queue no longer counts)."""
         call.time = max(when, self.now)
@@ -106,19 +114,24 @@ class Scheduler:
         queue = self._queue
         pop = heapq.heappop
         budget = self.budget
-        while queue and queue[0][0] <= until:
-            when, _, call = pop(queue)
-            if call.cancelled or when != call.time:
-                continue
-            if self.events >= budget:
-                self.runaway = when
-                return
-            self.now = when
-            call.called = True
-            self.events += 1
-            call.fn(*call.args)
-            if stop is not None and stop():
-                return
+        # The count of events is kept in a local (nothing reads it while calls run), written back however this ends.
+        events = self.events
+        try:
+            while queue and queue[0][0] <= until:
+                when, _, call = pop(queue)
+                if call.cancelled or when != call.time:
+                    continue
+                if events >= budget:
+                    self.runaway = when
+                    return
+                self.now = when
+                call.called = True
+                events += 1
+                call.fn(*call.args)
+                if stop is not None and stop():
+                    return
+        finally:
+            self.events = events
         if until > self.now:
             self.now = until
 
@@ -257,13 +270,14 @@ class Link:
         if not self.open:
             return
         faults = self.faults
-        at = self.sched.now + faults.delay()
+        sched = self.sched
+        at = sched.now + faults.delay()
         if at < self._to_server_at:
             at = self._to_server_at
         self._to_server_at = at
         # The pieces of one write arrive at the same time, one read each: one event delivers them all (what they
         # schedule runs after the last, as it would after separate events queued together).
-        self.sched.call_at(at, self._deliver_to_server, faults.pieces(data))
+        sched.schedule(at, self._deliver_to_server, (faults.pieces(data),))
 
     def _deliver_to_server(self, pieces: list[bytes]) -> None:
         for data in pieces:
@@ -291,7 +305,7 @@ class Link:
         if at < self._to_client_at:
             at = self._to_client_at
         self._to_client_at = at
-        sched.call_at(at, self._deliver_to_client, faults.pieces(data), sched.now)
+        sched.schedule(at, self._deliver_to_client, (faults.pieces(data), sched.now))
 
     def _deliver_to_client(self, pieces: list[bytes], sent_at: float) -> None:
         for data in pieces:
