@@ -394,12 +394,16 @@ class Runtime:
         return at once) when ``predicate()`` holds, or ``callback(AlreadyClosed)`` if the client closes first:
         :meth:`wait_for` without waiting."""
         with self.lock:
-            if predicate():
-                callback(None)
-            elif self.closed:
-                callback(AlreadyClosed("the client is closed"))
-            else:
-                self._watchers.append((predicate, callback))
+            self._settle(predicate, callback)
+
+    def _settle(self, predicate: Callable[[], bool], callback: Callable[[PulsarException | None], None]) -> None:
+        """A :meth:`when` callback run if its predicate holds or the client closed, kept otherwise (the lock held)."""
+        if predicate():
+            callback(None)
+        elif self.closed:
+            callback(AlreadyClosed("the client is closed"))
+        else:
+            self._watchers.append((predicate, callback))
 
     def _notify(self) -> None:
         """Wake the threads in :meth:`wait_for` and run the :meth:`when` callbacks whose predicate now holds (the
@@ -408,12 +412,7 @@ class Runtime:
         if self._watchers:
             watchers, self._watchers = self._watchers, []
             for predicate, callback in watchers:
-                if predicate():
-                    callback(None)
-                elif self.closed:
-                    callback(AlreadyClosed("the client is closed"))
-                else:
-                    self._watchers.append((predicate, callback))
+                self._settle(predicate, callback)
 
     def wait_request(self, link: Link, request_id: int) -> Any:
         """Wait (the lock held) for a request a core made."""
