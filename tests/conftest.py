@@ -68,9 +68,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 #: Session fixtures costly enough that their tests share one pytest-xdist worker (fixture name -> group name).
 _GROUPED_SESSION_FIXTURES = {"session": "spark-session"}
-#: Tests of a minute or more (``make test``'s slowest-20 list), by node id prefix, longest first: they are handed
-#: out first, so that none of them starts last and leaves the other workers idle at the end of the run. pytest-xdist
-#: hands out the groups first (largest first), then the other tests in collection order.
+#: Tests of 15 s or more outside the groups (``make test``'s slowest-20 lists on the quiet machine), by node id
+#: prefix, longest first: they are handed out first, so that none of them starts late and leaves the other workers
+#: idle at the end of the run (a worker is given more tests while it has 2 or fewer waiting, so one test handed out
+#: last can end up to 3 tests after the others). pytest-xdist hands out the groups first (most tests first), then
+#: the other tests in collection order.
 _LONGEST_FIRST = (
     "tests/spark/test_spark_cluster.py",
     "tests/test_subscription_model.py",
@@ -78,10 +80,17 @@ _LONGEST_FIRST = (
     "tests/fuzz/test_fuzz.py",
     "tests/conformance/test_workload.py",
     "tests/test_sim.py::test_seeds",
+    "tests/conformance/test_scenarios.py::test_scenario[message-ids.redelivery-inside-batches]",
+    "tests/test_retention_default.py::test_the_open_ledger_stays",
     "tests/conformance/test_cli.py",
     "tests/test_admin_java.py",
     "tests/test_crash_loop.py",
     "tests/conformance/test_crash_loop.py",
+    "tests/conformance/test_scenarios.py::test_scenario[txn-coordinator.java-missing-namespace-end]",
+    "tests/conformance/test_scenarios.py::test_scenario[routes.every-topic-policy]",
+    "tests/conformance/test_pulsar_txn_client.py::test_send_timeouts_while_a_backlog_quota_holds_the_producer",
+    "tests/conformance/test_pulsar_txn_client.py::test_failover_and_key_shared_subscriptions",
+    "tests/test_retention_default.py",
 )
 
 
