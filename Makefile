@@ -7,11 +7,11 @@ ARGS ?=
 .PHONY: run test test-containers image lint proto bench bench-txn bench-spark bench-compare bench-scale bench-container demo spark-cluster-demo conformance crash-loop fuzz model bench-plugin go-suite python-suite txn-client-crash-loop bench-python-client sim clean
 
 # The venv's own pip is used as it comes (pip 21.3+ installs this project editable; upgrading it cost a download).
-# It does not compile the installed packages (--no-compile: ~35 s of CPU, a third of the install, for thousands of
+# It does not compile the installed packages (--no-compile: ~35 s of the install's ~65 s of CPU, for thousands of
 # modules the tests never import); Python writes the bytecode of the modules used on first import instead.
 # That needs bytecode writing on, also where the environment turns it off (PYTHONDONTWRITEBYTECODE=1): else every
-# process the tests start (hundreds of servers, clients and CLI runs) compiles the project's modules again, ~0.7 s
-# of CPU each.
+# process the tests start (servers, clients, CLI runs, pytest workers) compiles the project's modules again (~0.4 s
+# of CPU a server start, ~4 s a pytest collection).
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export PYTHONDONTWRITEBYTECODE :=
 PIP_INSTALL := $(BIN)/pip install --quiet --no-compile
