@@ -16,7 +16,7 @@ servers of their own (``server_factory``: kills, restarts, settings) fail with t
 sets up podman (or uses Docker), builds the image and runs them. ``server`` is function-scoped in form but backed
 by one session-scoped server per kind, so fixtures depending on it must be function-scoped too.
 
-``make test`` runs on parallel workers (pytest-xdist, ``-n 2 --dist loadgroup``). Each worker is a process of its
+``make test`` runs on parallel workers (pytest-xdist, ``-n 4 --dist loadgroup``). Each worker is a process of its
 own with its own session fixtures (its own shared endpoint, on its own free ports and data directory), and
 tests are handed out one at a time, except the groups :func:`pytest_collection_modifyitems` forms: the tests of a
 module with a module-scoped fixture (a secured endpoint, a Pulsar standalone) stay on one worker, so that the
