@@ -482,6 +482,20 @@ class Topic(ProducerHost):
             return
         self.broker.after_commit(done, self._stage(producer, sends, None))
 
+    def publish_txn_run(
+        self,
+        producer: Producer,
+        txn: TxnId,
+        sends: list[tuple[int, int, bytes, MessageMetadata]],
+        done: Callable[[list[int | BrokerError] | BrokerError], None],
+    ) -> None:
+        """Append messages that one producer sent in a row in ``txn`` (each already accepted in it), each as
+        :meth:`publish` does; ``done`` runs once with the results, as :meth:`publish_run`'s."""
+        if self.terminated is not None:
+            self.broker.after_commit(done, [self._terminated_error()] * len(sends))
+            return
+        self.broker.after_commit(done, self._stage(producer, sends, txn))
+
     def _terminated_error(self) -> BrokerError:
         return BrokerError(ServerError.TopicTerminatedError, f"Topic {self.name} was already terminated")
 

@@ -27,6 +27,7 @@ from engine.errors import BrokerError
 from engine.names import TopicName
 from engine.subscription import Consumer, Delivery, SubType
 from engine.topic import DUPLICATE, AccessMode, Producer, Topic
+from engine.transactions import TxnId
 from proxy.authentication import AuthenticationError
 from proxy.stats_json import consumer_stats
 from proxy.tls import verified_peer_certificate
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from engine.store import StoredSchema
     from proxy.authentication import Authenticator
     from wire.framing import MessageBody
-    from wire.pulsar_api_pb2 import CommandSeek, CommandSend, CommandSubscribe, Schema
+    from wire.pulsar_api_pb2 import CommandSeek, CommandSubscribe, Schema
 
 log = logging.getLogger(__name__)
 
@@ -148,16 +149,6 @@ class ConnectionService(Protocol):
 
     def create_initial_subscription(self, topic: Any, name: str) -> None: ...
 
-    def publish(
-        self,
-        connection: PulsarConnection,
-        producer: Producer,
-        send: CommandSend,
-        message: MessageBody,
-        sequence_id: int,
-        highest: int | None,
-    ) -> None: ...
-
     def subscribe(self, connection: PulsarConnection, request: CommandSubscribe) -> Consumer: ...
 
     def unsubscribe(self, consumer: Consumer, force: bool) -> None: ...
@@ -210,6 +201,8 @@ class PulsarConnection(protocol.Protocol):
         #: one go) at the first frame that is not one of them, and with the read (see :meth:`_end_run`).
         self._run: list[tuple[int, int | None, MessageBody]] = []
         self._run_producer: Producer | None = None
+        #: The transaction of the run's SENDs (None: plain SENDs); a run holds the SENDs of one transaction.
+        self._run_txn: TxnId | None = None
         #: Frames written during this reactor turn, sent together at its end (one ``send`` per turn).
         self._outbox: list[bytes] = []
         #: Whether a read is being handled: what it writes is sent when it ends, with no end-of-turn flush.
@@ -349,8 +342,12 @@ class PulsarConnection(protocol.Protocol):
         if not self._run:
             return
         run, self._run = self._run, []
+        txn, self._run_txn = self._run_txn, None
         try:
-            self.service.publish_run(self, self._run_producer, run)
+            if txn is None:
+                self.service.publish_run(self, self._run_producer, run)
+            else:
+                self.service.publish_txn_run(self, self._run_producer, txn, run)
         except Exception:
             log.exception("[%s] failed handling SEND", self.peer)
             self.close("internal error")
@@ -721,10 +718,14 @@ class PulsarConnection(protocol.Protocol):
             self._reading_paused = True
             self.transport.pauseProducing()
         if send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits"):
-            self._end_run()
-            self.service.publish(self, producer, send, message, sequence_id, highest)
+            # A run of SENDs in one transaction, checked against it when published (see publish_txn_run).
+            txn = (send.txnid_most_bits, send.txnid_least_bits)
+            if producer is not self._run_producer or txn != self._run_txn:
+                self._end_run()
+                self._run_producer, self._run_txn = producer, TxnId(*txn)
+            self._run.append((sequence_id, highest, message))
             return
-        if producer is not self._run_producer:
+        if producer is not self._run_producer or self._run_txn is not None:
             self._end_run()
             self._run_producer = producer
         self._run.append((sequence_id, highest, message))

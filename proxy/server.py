@@ -20,10 +20,10 @@ from engine.subscription import Consumer, SubType
 from engine.transactions import TxnId
 from proxy.connection import ConnectionTimeouts, PulsarConnection, sticky_ranges
 from proxy.listeners import Listeners, unknown_listener
-from proxy.transactions import check_transactional_send
+from proxy.transactions import accepted_at_once, check_transactional_send
 from wire.framing import MessageBody
 from wire.message_id import INT64_MAX, MessageId, signed64
-from wire.pulsar_api_pb2 import CommandSeek, CommandSend, CommandSubscribe, Schema, ServerError
+from wire.pulsar_api_pb2 import CommandSeek, CommandSubscribe, Schema, ServerError
 
 if TYPE_CHECKING:
     from engine.topic import Producer
@@ -159,55 +159,6 @@ class BrokerService:
             )
         topic.create_subscription(name, topic.first_entry_id())
 
-    def publish(
-        self,
-        connection: PulsarConnection,
-        producer: Producer,
-        send: CommandSend,
-        message: MessageBody,
-        sequence_id: int,
-        highest: int | None,
-    ) -> None:
-        """Append a message; the receipt goes out once it is durable (at once on a non-persistent topic).
-
-        ``sequence_id`` and ``highest`` (its highest sequence id, if it gave one) are read from ``send`` already.
-        """
-        topic = producer.topic
-        assert topic is not None
-        transactional = send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits")
-        if isinstance(topic, NonPersistentTopic):
-            if transactional:
-                # As Pulsar: its non-persistent topic throws on a transactional publish, which closes the connection.
-                connection.close("PublishTxnMessage is not supported by non-persistent topic")
-                return
-            connection.receipt(producer, sequence_id, highest, MESSAGE_ID)
-            topic.publish(producer, message.body, message.metadata)
-            return
-        limit = topic.broker.namespaces.max_message_size(topic.name)
-        # As Pulsar: a topic's own max message size fails the send alone (chunks are exempt).
-        if limit and self._refused_as_too_large(connection, producer, (sequence_id, highest, message), limit):
-            return
-        txn = None
-        if transactional:
-            txn = TxnId(send.txnid_most_bits, send.txnid_least_bits)
-            # As Pulsar: a transactional SEND's receipt echoes its highest sequence id as read, 0 when not given.
-            highest = send.highest_sequence_id
-            try:
-                check_transactional_send(connection, producer, txn)
-            except BrokerError as exc:
-                connection.receipt(producer, sequence_id, highest, exc)
-                return
-        # Deduplication compares sequence ids as Java longs; the receipt echoes them as they came.
-        topic.publish(
-            producer,
-            signed64(sequence_id),
-            -1 if highest is None else signed64(highest),
-            message.body,
-            message.metadata,
-            partial(connection.receipt, producer, sequence_id, highest),
-            txn,
-        )
-
     def publish_run(
         self,
         connection: PulsarConnection,
@@ -241,6 +192,61 @@ class BrokerService:
         ]
         answered = [(sequence_id, highest) for sequence_id, highest, _ in run]
         topic.publish_run(producer, sends, partial(connection.receipts, producer, answered))
+
+    def publish_txn_run(
+        self,
+        connection: PulsarConnection,
+        producer: Producer,
+        txn: TxnId,
+        run: list[tuple[int, int | None, MessageBody]],
+    ) -> None:
+        """Publish SENDs one producer sent in a row in transaction ``txn``, as :meth:`publish` would one by one: each
+        is checked against the transaction (what is refused is answered at once), the accepted ones are staged in
+        order and answered together once durable.
+
+        A check that has to look beyond the producer's open transaction (:func:`accepted_at_once`) can depend on what
+        the sends before it staged (the first entry of a transaction unknown here stages its abort marker), so those
+        are staged before it."""
+        topic = producer.topic
+        assert topic is not None
+        if isinstance(topic, NonPersistentTopic):
+            # As Pulsar: its non-persistent topic throws on a transactional publish, which closes the connection.
+            connection.close("PublishTxnMessage is not supported by non-persistent topic")
+            return
+        limit = topic.broker.namespaces.max_message_size(topic.name)
+        accepted: list[tuple[int, int | None, MessageBody]] = []
+        for item in run:
+            if limit and self._refused_as_too_large(connection, producer, item, limit):
+                continue
+            if not accepted_at_once(producer, txn):
+                if accepted:
+                    self._stage_txn_sends(connection, producer, txn, accepted)
+                    accepted = []
+                try:
+                    check_transactional_send(connection, producer, txn)
+                except BrokerError as exc:
+                    # As Pulsar: a transactional SEND's answer echoes its highest sequence id as read, 0 when not given.
+                    connection.receipt(producer, item[0], item[1] or 0, exc)
+                    continue
+            accepted.append(item)
+        if accepted:
+            self._stage_txn_sends(connection, producer, txn, accepted)
+
+    @staticmethod
+    def _stage_txn_sends(
+        connection: PulsarConnection, producer: Producer, txn: TxnId, run: list[tuple[int, int | None, MessageBody]]
+    ) -> None:
+        """Stage accepted SENDs of ``txn``; their receipts echo each highest sequence id as read, 0 when not given."""
+        sends = []
+        answered = []
+        for sequence_id, highest, message in run:
+            highest = highest or 0
+            # Deduplication compares sequence ids as Java longs; the receipts echo them as they came.
+            sends.append((signed64(sequence_id), signed64(highest), message.body, message.metadata))
+            answered.append((sequence_id, highest))
+        producer.topic.publish_txn_run(  # type: ignore[union-attr]
+            producer, txn, sends, partial(connection.receipts, producer, answered)
+        )
 
     @staticmethod
     def _refused_as_too_large(

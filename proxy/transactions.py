@@ -250,6 +250,14 @@ class TransactionCommands:
         self._run(T.END_TXN_ON_SUBSCRIPTION_RESPONSE, request, txn, action)
 
 
+def accepted_at_once(producer: Producer, txn: TxnId) -> bool:
+    """Whether :func:`check_transactional_send` accepts a send of ``producer`` in ``txn`` without looking further: the
+    producer's last accepted transaction, still open. The answer does not depend on what the sends before it staged
+    (nothing staged ends a transaction), so a run of such sends can be checked before any of them is staged."""
+    accepted = producer.accepted_txn
+    return accepted is not None and accepted.txn == txn and accepted.status is TxnStatus.OPEN
+
+
 def check_transactional_send(connection: TxnConnection, producer: Producer, txn: TxnId) -> None:
     """Refuse a send of ``producer`` in ``txn`` where Pulsar does, with NotAllowedError (the Java client reports it
     for that message alone); enlist the partition in an open transaction.
@@ -262,8 +270,7 @@ def check_transactional_send(connection: TxnConnection, producer: Producer, txn:
     can lose it while the client goes on sending. A transaction that ended without aborting here may have committed
     messages here, which Pulsar's later abort of the late message would hide as well: its sends are refused.
     """
-    accepted = producer.accepted_txn
-    if accepted is not None and accepted.txn == txn and accepted.status is TxnStatus.OPEN:
+    if accepted_at_once(producer, txn):
         return
     buffer = producer.topic.txn_buffer  # type: ignore[union-attr]
     if buffer.below_low_water_mark(txn):
