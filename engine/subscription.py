@@ -581,20 +581,30 @@ class Subscription(ConsumerGroup):
         deliveries: list[Delivery] = []
         #: Entries and bytes this pass has read: delivered, or passed over (acknowledged, hidden, held).
         read = size = 0
+        cursor = self.cursor
         while consumer.permits > 0 and position <= limit and read < DISPATCH_BUDGET and size < DISPATCH_BYTES:
             entries = self._read(position, limit, consumer.permits, DISPATCH_BYTES - size)
             if not entries:
                 position = limit + 1
                 break
             for entry in entries:
-                position = entry.entry_id + 1
+                entry_id = entry.entry_id
+                position = entry_id + 1
                 read += 1
                 size += len(entry.body)
-                if not self._skip(entry):
+                # _skip, with the cursor's look-ups inline (this runs for every entry dispatched); transactions hide
+                # only markers and transactional entries (TransactionBuffer.hides).
+                if not (
+                    entry_id <= cursor.mark_delete
+                    or entry_id in cursor.acked
+                    or ((entry.marker or entry.txn is not None) and self._hidden(entry))
+                    or self.pending_ack.holds(entry_id, entry.num_messages)
+                ):
                     delivery = self._delivery(entry)
                     deliveries.append(delivery)
-                    consumer.pending.add(entry.entry_id)
-                    consumer.permits -= delivery.permits
+                    consumer.pending.add(entry_id)
+                    mask = delivery.unacked_mask
+                    consumer.permits -= entry.num_messages if mask is None else mask.bit_count()
                 if consumer.permits <= 0 or read >= DISPATCH_BUDGET or size >= DISPATCH_BYTES:
                     break
         self.read_position = position
@@ -724,19 +734,26 @@ class Subscription(ConsumerGroup):
         """Whether dispatch passes over an entry: acknowledged, hidden by transactions, or held."""
         if self.cursor.is_acked(entry.entry_id):
             return True
-        if self.topic.txn_buffer.hides(entry):
-            # Markers and aborted messages are acknowledged away for every subscription.
-            self.cursor.ack(entry.entry_id)
-            self.topic.cursor_changed(self)
+        if self._hidden(entry):
             return True
         return self.pending_ack.holds(entry.entry_id, entry.num_messages)
 
+    def _hidden(self, entry: Entry) -> bool:
+        """Whether transactions hide an entry (a marker, or a message of an aborted transaction): if so it is
+        acknowledged away, for every subscription."""
+        if self.topic.txn_buffer.hides(entry):
+            self.cursor.ack(entry.entry_id)
+            self.topic.cursor_changed(self)
+            return True
+        return False
+
     def _delivery(self, entry: Entry) -> Delivery:
-        mask = self.cursor.unacked_mask(entry.entry_id)
-        held = self.pending_ack.held_indexes(entry.entry_id)
+        entry_id = entry.entry_id
+        mask = self.cursor.batches.get(entry_id)  # Cursor.unacked_mask, inline
+        held = self.pending_ack.held_indexes(entry_id)
         if held:
             mask = (mask if mask is not None else (1 << entry.num_messages) - 1) & ~held
-        return Delivery(entry, self.redelivery_counts.get(entry.entry_id, 0), mask)
+        return Delivery(entry, self.redelivery_counts.get(entry_id, 0), mask)
 
     def _select(self, entry: Entry) -> Consumer | None:
         if self.sub_type == SubType.KEY_SHARED:

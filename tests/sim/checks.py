@@ -84,12 +84,16 @@ def check(world: World, audit: dict[str, list[tuple[int, Message]]], actors: lis
     if missing:
         fail(f"liveness: the plain consumer never got {missing[:8]}")
 
-    # Acknowledged messages never come back to a new consumer.
+    # Acknowledged messages never come back to a new consumer. An acknowledgement's deliveries to look at: every
+    # delivery of its topic if it is cumulative, else those of its entry (the others cannot match).
     by_sub: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    plain_by_entry: dict[tuple[str, int], list[Any]] = defaultdict(list)
     for delivery in h.deliveries:
         by_sub[(delivery.sub, delivery.topic)].append(delivery)
+        if delivery.sub == "plain":
+            plain_by_entry[(delivery.topic, delivery.message.entry)].append(delivery)
     for when, topic, entry, cumulative, consumer, incarnation in h.plain_acks:
-        for d in by_sub[("plain", topic)]:
+        for d in by_sub[("plain", topic)] if cumulative else plain_by_entry.get((topic, entry), ()):
             if d.message.sent_at <= when or d.incarnation != incarnation or d.consumer == consumer:
                 continue
             if d.message.entry == entry or (cumulative and d.message.entry <= entry):
@@ -98,7 +102,7 @@ def check(world: World, audit: dict[str, list[tuple[int, Message]]], actors: lis
     for when, topic, entry, cumulative, _, incarnation in h.plain_acks:
         if not h.had_time_to_store(when, STORE_SECONDS):
             continue
-        for d in by_sub[("plain", topic)]:
+        for d in by_sub[("plain", topic)] if cumulative else plain_by_entry.get((topic, entry), ()):
             if d.incarnation > incarnation and (d.message.entry == entry or (cumulative and d.message.entry <= entry)):
                 fail(
                     f"acknowledged: entry {entry} of {topic.rsplit('/', 1)[-1]} acked at {when:.3f}, with "
@@ -106,10 +110,17 @@ def check(world: World, audit: dict[str, list[tuple[int, Message]]], actors: lis
                 )
                 break
     ctp = [d for d in h.deliveries if d.sub == "ctp"]
+    #: When each input was sent to a worker: a committed transaction's inputs need looking at only if one was sent
+    #: again after its commit.
+    ctp_sent: dict[str, list[float]] = defaultdict(list)
+    for d in ctp:
+        ctp_sent[d.message.key].append(d.message.sent_at)
     for rec in h.txns.values():
         if rec.state != "committed" or not rec.acked:
             continue
         acked = set(rec.acked)
+        if not any(at > rec.committed_at for key in acked for at in ctp_sent.get(key, ())):  # type: ignore[operator]
+            continue
         for d in ctp:
             if d.message.sent_at > rec.committed_at and d.message.key in acked:  # type: ignore[operator]
                 fail(f"acknowledged: {d.message.key} (in committed {rec.txn}) sent again at {d.message.sent_at:.3f}")

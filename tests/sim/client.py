@@ -7,6 +7,7 @@ a request the connection lost resolves to :data:`LOST`, one unanswered in time t
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
@@ -17,8 +18,6 @@ from wire.framing import (
     ProtocolError,
     encode_payload_command,
     make_body,
-    stored_metadata,
-    stored_payload,
 )
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata
 
@@ -125,6 +124,9 @@ _ERROR, _PING, _CONNECTED, _FLOW = BaseCommand.ERROR, BaseCommand.PING, BaseComm
 #: The closes of a producer or consumer the server starts.
 _CLOSES = (BaseCommand.CLOSE_PRODUCER, BaseCommand.CLOSE_CONSUMER)
 
+_U32 = struct.Struct(">I")
+_parse_metadata = MessageMetadata.FromString
+
 #: The SEND command and its message's metadata that :meth:`Connection.publish` fills for each message.
 _SEND = BaseCommand(type=BaseCommand.SEND)
 _METADATA = MessageMetadata()
@@ -143,7 +145,8 @@ def failed(answer: Any) -> bool:
     kind = answer.type
     if kind in (_ERROR, _SEND_ERROR):
         return True
-    return kind in _WITH_ERROR and payload_of(answer).HasField("error")
+    # payload_of, without reading the type again
+    return kind in _WITH_ERROR and getattr(answer, FIELD_OF_TYPE[kind]).HasField("error")
 
 
 class Message:
@@ -157,8 +160,11 @@ class Message:
         mid = command.message_id
         self.ledger, self.entry = mid.ledgerId, mid.entryId
         self.redelivery_count = command.redelivery_count
-        metadata = stored_metadata(body)
-        self.key = stored_payload(body).decode()
+        # stored_metadata and stored_payload, inline: the metadata's size read once.
+        (meta_size,) = _U32.unpack_from(body, 6)
+        end = 10 + meta_size
+        metadata = _parse_metadata(body[10:end])
+        self.key = body[end:].decode()
         self.producer = metadata.producer_name
         self.sequence_id = metadata.sequence_id
         txn = None
@@ -239,7 +245,7 @@ class Connection:
         self._next_request += 1
         request_id = self._next_request
         self.requests[request_id] = future
-        self.send(frame(kind, request_id=request_id, **fields))
+        self.link.client_write(frame(kind, request_id=request_id, **fields))  # type: ignore[union-attr]  # alive: it has a link
         self._expire(self.requests, request_id)
         return future
 
@@ -281,7 +287,9 @@ class Connection:
             send.txnid_most_bits, send.txnid_least_bits = txn
             metadata.txnid_most_bits, metadata.txnid_least_bits = txn
         self.receipts[(producer_id, sequence_id)] = future
-        self.send(encode_payload_command(_SEND, make_body(metadata, key.encode())))
+        self.link.client_write(  # type: ignore[union-attr]  # alive: it has a link
+            encode_payload_command(_SEND, make_body(metadata, key.encode()))
+        )
         self._expire(self.receipts, (producer_id, sequence_id))
         return future
 
@@ -341,6 +349,6 @@ class Connection:
             self.abort(f"server closed a {type(payload_of(command)).__name__}")
             return
         if kind in _WITH_REQUEST_ID:
-            future = self.requests.pop(payload_of(command).request_id, None)
+            future = self.requests.pop(getattr(command, FIELD_OF_TYPE[kind]).request_id, None)
             if future is not None:
                 future.resolve(command)

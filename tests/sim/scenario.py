@@ -271,6 +271,8 @@ class World:
     def __init__(self, options: Options, tracing: bool = True) -> None:
         self.options = options
         self.sched = Scheduler()
+        #: Whether the trace is kept (links skip calling :meth:`trace` when not).
+        self.tracing = tracing
         if not tracing:
             # Nothing asks for the trace hash (a campaign): its pieces are not kept (2.5% of a run's CPU).
             self.trace = _untraced  # type: ignore[method-assign]
@@ -766,7 +768,9 @@ class Subscriber(Actor):
         serial = self.consumer_serial
         self.received = {}
         for index in range(o.partitions):
-            conn.consumers[index] = lambda m, i=index, s=serial: self._got(i, s, m)
+            conn.consumers[index] = functools.partial(
+                self._got, index, partition(topic, index), hash((self.name, serial))
+            )
         answers = yield gather(
             [
                 conn.request(
@@ -787,11 +791,11 @@ class Subscriber(Actor):
             conn.send_flow(index, permits)
         return True
 
-    def _got(self, index: int, serial: int, message: Message) -> None:
+    def _got(self, index: int, topic: str, consumer: int, message: Message) -> None:
+        """A message of partition ``index`` (named ``topic``) reached the consumer (``consumer``: its name's hash)."""
         world = self.world
-        topic = partition(self.topic, index)
         world.history.deliveries.append(
-            Delivery(world.sched.now, self.sub, topic, hash((self.name, serial)), world.incarnation, message)
+            Delivery(world.sched.now, self.sub, topic, consumer, world.incarnation, message)
         )
         received = self.received.get(index, 0) + 1
         self.received[index] = received

@@ -7,9 +7,10 @@ run is a function of its seed alone.
 from __future__ import annotations
 
 import functools
-import heapq
 import random
+from collections import deque
 from collections.abc import Callable
+from heapq import heappop, heappush
 from typing import Any
 
 from twisted.internet.address import IPv4Address
@@ -60,76 +61,95 @@ EVENT_BUDGET = 20_000
 class Scheduler:
     """Simulated monotonic time (seconds since the start of the run) and the queue of calls due.
 
+    Calls due at the same time run in the order they were scheduled: the queue is a heap of the distinct times
+    calls are due at, each with the calls due then in a FIFO (comparing floats costs less than comparing
+    ``(time, order)`` tuples, and a call due at a time already queued needs no heap operation).
+
     It runs at most ``budget`` events: a scenario that loops (a server or client answering itself, a retry without
     a pause) stops there, deterministically, with ``runaway`` set, instead of taking the machine's CPU and memory.
     """
 
     def __init__(self, budget: int = EVENT_BUDGET) -> None:
         self.now = 0.0
-        self._queue: list[tuple[float, int, Call]] = []
-        self._order = 0
+        #: The distinct times something is due at (a heap), and what is due at each, in order: a :class:`Call`, or
+        #: a delivery's ``(fn, args)`` (:meth:`schedule`).
+        self._times: list[float] = []
+        self._due: dict[float, deque[Any]] = {}
         self.events = 0
         self.budget = budget
         #: The simulated time at which the budget ran out (None: it did not).
         self.runaway: float | None = None
 
+    def _add(self, when: float, item: Any) -> None:
+        due = self._due.get(when)
+        if due is None:
+            self._due[when] = deque((item,))
+            heappush(self._times, when)
+        else:
+            due.append(item)
+
     def call_at(self, when: float, fn: Callable[..., object], *args: Any) -> Call:
         now = self.now
         call = Call(self, when if when > now else now, fn, args)
-        self._order += 1
-        heapq.heappush(self._queue, (call.time, self._order, call))
+        self._add(call.time, call)
         return call
 
     def schedule(self, when: float, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
-        """:meth:`call_at` for the network's deliveries, which are never cancelled: no call is returned."""
+        """:meth:`call_at` for the network's deliveries, which are never cancelled: no call is made or returned."""
         now = self.now
-        if when < now:
-            when = now
-        self._order += 1
-        heapq.heappush(self._queue, (when, self._order, Call(self, when, fn, args)))
+        self._add(when if when > now else now, (fn, args))
 
     def push(self, call: Call, when: float) -> None:
-        """(Re)schedule ``call`` at ``when`` (an earlier entry of it in the queue no longer counts)."""
+        """(Re)schedule ``call`` at ``when`` (where it was queued before no longer counts)."""
         call.time = max(when, self.now)
-        self._order += 1
-        heapq.heappush(self._queue, (call.time, self._order, call))
+        self._add(call.time, call)
 
     def call_later(self, delay: float, fn: Callable[..., object], *args: Any) -> Call:
         when = self.now + delay if delay > 0.0 else self.now
         call = Call(self, when, fn, args)
-        self._order += 1
-        heapq.heappush(self._queue, (when, self._order, call))
+        self._add(when, call)
         return call
-
-    def next_time(self) -> float | None:
-        while self._queue and (self._queue[0][2].cancelled or self._queue[0][0] != self._queue[0][2].time):
-            heapq.heappop(self._queue)
-        return self._queue[0][0] if self._queue else None
 
     def run_until(self, until: float, stop: Callable[[], bool] | None = None) -> None:
         """Run every call due up to ``until`` (or until ``stop()`` is true), then move time to ``until``; nothing
         once the budget of events ran out."""
         if self.runaway is not None:
             return
-        queue = self._queue
-        pop = heapq.heappop
+        times = self._times
+        due_at = self._due
         budget = self.budget
         # The count of events is kept in a local (nothing reads it while calls run), written back however this ends.
         events = self.events
         try:
-            while queue and queue[0][0] <= until:
-                when, _, call = pop(queue)
-                if call.cancelled or when != call.time:
-                    continue
-                if events >= budget:
-                    self.runaway = when
-                    return
-                self.now = when
-                call.called = True
-                events += 1
-                call.fn(*call.args)
-                if stop is not None and stop():
-                    return
+            while times:
+                when = times[0]
+                if when > until:
+                    break
+                due = due_at[when]
+                # What runs now may queue calls due now: they join this FIFO, after what is in it.
+                while due:
+                    item = due.popleft()
+                    if type(item) is tuple:  # a delivery (never cancelled)
+                        if events >= budget:
+                            self.runaway = when
+                            return
+                        self.now = when
+                        events += 1
+                        item[0](*item[1])
+                    else:
+                        if item.cancelled or when != item.time:
+                            continue
+                        if events >= budget:
+                            self.runaway = when
+                            return
+                        self.now = when
+                        item.called = True
+                        events += 1
+                        item.fn(*item.args)
+                    if stop is not None and stop():
+                        return
+                heappop(times)
+                del due_at[when]
         finally:
             self.events = events
         if until > self.now:
@@ -137,12 +157,19 @@ class Scheduler:
 
     def cancel_owned_by(self, owner: object) -> None:
         """Cancel every call ``owner`` scheduled that has not run."""
-        for _, _, call in self._queue:
-            if call.owner is owner:
-                call.cancelled = True
+        for due in self._due.values():
+            for item in due:
+                if type(item) is not tuple and item.owner is owner:
+                    item.cancelled = True
 
     def owned_by(self, owner: object) -> list[Call]:
-        return [c for _, _, c in sorted(self._queue, key=lambda item: item[:2]) if c.owner is owner and c.active()]
+        """The calls ``owner`` scheduled that have not run, in the order they would run."""
+        return [
+            item
+            for when in sorted(self._due)
+            for item in self._due[when]
+            if type(item) is not tuple and item.owner is owner and item.active()
+        ]
 
 
 class ServerReactor:
@@ -166,8 +193,12 @@ class ServerReactor:
         now = sched.now
         when = now + delay if delay > 0.0 else now
         call = Call(sched, when, fn, args, self)
-        sched._order += 1
-        heapq.heappush(sched._queue, (when, sched._order, call))
+        due = sched._due.get(when)
+        if due is None:
+            sched._due[when] = deque((call,))
+            heappush(sched._times, when)
+        else:
+            due.append(call)
         return call
 
     def getDelayedCalls(self) -> list[Call]:  # noqa: N802
@@ -207,24 +238,25 @@ class NetworkFaults:
         self.stalls = stalls
         self.enabled = True
 
-    def delay(self) -> float:
+    def carry(self, data: bytes, now: float) -> tuple[float, list[bytes]]:
+        """When a write made at ``now`` arrives (before the link keeps its bytes in order) and the reads it arrives
+        in (short reads: cut in 1-3 places)."""
         if not self.enabled:
-            return self.latency
-        extra = self._random() * self.jitter
-        if self.stalls and self._random() < self.stalls:
+            return now + self.latency, [data]
+        random_ = self._random
+        extra = random_() * self.jitter
+        if self.stalls and random_() < self.stalls:
             extra += self.rng.uniform(0.5, 4.0)
-        return self.latency + extra
-
-    def pieces(self, data: bytes) -> list[bytes]:
+        at = now + (self.latency + extra)
         size = len(data)
-        if not self.enabled or size < 2 or self._random() >= self.short_reads:
-            return [data]
+        if size < 2 or random_() >= self.short_reads:
+            return at, [data]
         # rng.randint(1, 3) cuts at rng.randrange(1, size) each: the same draws from the same generator, without
         # the cost of those methods (a tenth of the simulator's own time).
         bits = self._bits
         count = _below(bits, 3) + 1
         cuts = sorted({_below(bits, size - 1) + 1 for _ in range(count)})
-        return [data[a:b] for a, b in zip([0, *cuts], [*cuts, size], strict=True)]
+        return at, [data[a:b] for a, b in zip([0, *cuts], [*cuts, size], strict=True)]
 
 
 def _below(bits: Callable[[int], int], n: int) -> int:
@@ -269,25 +301,28 @@ class Link:
     def client_write(self, data: bytes) -> None:
         if not self.open:
             return
-        faults = self.faults
         sched = self.sched
-        at = sched.now + faults.delay()
+        at, pieces = self.faults.carry(data, sched.now)
         if at < self._to_server_at:
             at = self._to_server_at
         self._to_server_at = at
         # The pieces of one write arrive at the same time, one read each: one event delivers them all (what they
-        # schedule runs after the last, as it would after separate events queued together).
-        sched.schedule(at, self._deliver_to_server, (faults.pieces(data),))
+        # schedule runs after the last, as it would after separate events queued together; ``at`` is never before
+        # now).
+        sched._add(at, (self._deliver_to_server, (pieces,)))
 
     def _deliver_to_server(self, pieces: list[bytes]) -> None:
+        tracing = self.world.tracing
+        protocol = self.protocol
         for data in pieces:
             if not self.open:
                 return
             if not self.server_reading:
                 self._held.append(data)
                 continue
-            self.world.trace(b"S", data)
-            self.protocol.dataReceived(data)
+            if tracing:
+                self.world.trace(b"S", data)
+            protocol.dataReceived(data)
 
     def resume_server_reading(self) -> None:
         self.server_reading = True
@@ -299,20 +334,23 @@ class Link:
     def server_write(self, data: bytes) -> None:
         if not self.open:
             return
-        faults = self.faults
         sched = self.sched
-        at = sched.now + faults.delay()
+        now = sched.now
+        at, pieces = self.faults.carry(data, now)
         if at < self._to_client_at:
             at = self._to_client_at
         self._to_client_at = at
-        sched.schedule(at, self._deliver_to_client, (faults.pieces(data), sched.now))
+        sched._add(at, (self._deliver_to_client, (pieces, now)))
 
     def _deliver_to_client(self, pieces: list[bytes], sent_at: float) -> None:
+        tracing = self.world.tracing
+        client = self.client
         for data in pieces:
             if not self.open:
                 return
-            self.world.trace(b"C", data)
-            self.client.data_received(data, sent_at)
+            if tracing:
+                self.world.trace(b"C", data)
+            client.data_received(data, sent_at)
 
     # -- closing -----------------------------------------------------------------------------
 
