@@ -208,7 +208,8 @@ class PulsarConnection(protocol.Protocol):
         self._reading_paused = False
         #: Plain SENDs of one producer read in a row and checked, not yet published: the run ends (is published in
         #: one go) at the first frame that is not one of them, and with the read (see :meth:`_end_run`).
-        self._run: list[tuple[int, int | None, MessageBody]] = []
+        #: Each is ``(sequence id, highest sequence id or NO_ID, body)``.
+        self._run: list[tuple[int, int, MessageBody]] = []
         self._run_producer: Producer | None = None
         #: Frames written during this reactor turn, sent together at its end (one ``send`` per turn).
         self._outbox: list[bytes] = []
@@ -325,7 +326,11 @@ class PulsarConnection(protocol.Protocol):
                 break
             command = item.command
             try:
-                if self._run and command.type != _SEND:
+                # The most frequent command first, with no detour through _handle.
+                if command.type == _SEND and self.state is State.CONNECTED:
+                    self._on_send(command, item.body)
+                    continue
+                if self._run:
                     self._end_run()
                 self._handle(command, item.body)
             except ProtocolError as exc:
@@ -439,13 +444,6 @@ class PulsarConnection(protocol.Protocol):
 
     def _handle(self, command: BaseCommand, body: bytes | None) -> None:
         kind = command.type
-        if kind == _SEND and self.state is State.CONNECTED:
-            # The most frequent command, first: what the general path below checks, for a SEND (check_command leaves
-            # a SEND as it is: it holds no strings).
-            if not command.send.IsInitialized():
-                raise ProtocolError("required fields are missing")
-            self._on_send(command, body)
-            return
         check_command(command)
         if self.state is State.AWAITING_CONNECT:
             if kind != T.CONNECT:
@@ -692,6 +690,9 @@ class PulsarConnection(protocol.Protocol):
 
     def _on_send(self, command: BaseCommand, body: bytes | None) -> None:
         send = command.send
+        # What _handle checks of any command, for a SEND (check_command leaves a SEND as it is: it holds no strings).
+        if not send.IsInitialized():
+            raise ProtocolError("required fields are missing")
         producer = self.producers.get(send.producer_id)
         # A producer with a run going was found ready by the run's first SEND, and only other commands (which end
         # the run first) change that.
@@ -727,7 +728,7 @@ class PulsarConnection(protocol.Protocol):
         if producer is not self._run_producer:
             self._end_run()
             self._run_producer = producer
-        self._run.append((sequence_id, highest, message))
+        self._run.append((sequence_id, NO_ID if highest is None else highest, message))
 
     def receipt(self, producer: Producer, sequence_id: int, highest: int | None, result: int | BrokerError) -> None:
         """Answer a SEND once its entry is durable (or it failed); ``highest`` is the SEND's highest sequence id."""
@@ -735,10 +736,13 @@ class PulsarConnection(protocol.Protocol):
         self.write(self._answer(producer, sequence_id, highest, result))
 
     def receipts(
-        self, producer: Producer, sends: list[tuple[int, int | None]], results: list[int | BrokerError] | BrokerError
+        self,
+        producer: Producer,
+        sends: list[tuple[int, int, MessageBody]],
+        results: list[int | BrokerError] | BrokerError,
     ) -> None:
-        """Answer a run of SENDs ``(sequence id, highest sequence id)`` once durable, as :meth:`receipt` answers
-        each: ``results`` holds each one's entry id, ``DUPLICATE`` or error, or is the error of them all."""
+        """Answer a run of SENDs ``(sequence id, highest sequence id or NO_ID, body)`` once durable, as :meth:`receipt`
+        answers each: ``results`` holds each one's entry id, ``DUPLICATE`` or error, or is the error of them all."""
         self._answered(len(sends))
         if isinstance(results, BrokerError):
             results = [results] * len(sends)
@@ -748,7 +752,7 @@ class PulsarConnection(protocol.Protocol):
             answer = self._answer
             encoded = b"".join(
                 answer(producer, sequence_id, highest, result)
-                for (sequence_id, highest), result in zip(sends, results, strict=True)
+                for (sequence_id, highest, _), result in zip(sends, results, strict=True)
             )
         self.write(encoded)
 

@@ -28,6 +28,7 @@ _U32 = struct.Struct(">I")
 _HEADER = struct.Struct(">II")
 _MAGIC_CRC = _U16.pack(MAGIC_CHECKSUM)
 _MAGIC_BEM = _U16.pack(MAGIC_BROKER_ENTRY_METADATA)
+_SEND = BaseCommand.SEND
 
 
 def max_frame_size(max_message_size: int) -> int:
@@ -122,7 +123,8 @@ class FrameDecoder:
             except DecodeError as exc:
                 error = ProtocolError(f"command does not parse: {exc}")
                 break
-            if not command.HasField("type"):
+            # A command that begins with its type SEND has a type (the most frequent command, spared the look-up).
+            if (command_size < 2 or data[start + 4] != 8 or data[start + 5] != _SEND) and not command.HasField("type"):
                 error = ProtocolError("unknown or missing command type")
                 break
             offset = start + total
@@ -144,13 +146,33 @@ def encode_payload_command(command: BaseCommand, body: bytes) -> bytes:
     return _HEADER.pack(len(data) + 4 + len(body), len(data)) + data + body
 
 
-@dataclass(slots=True)
 class MessageBody:
-    """A message body split into its parts. ``body`` is the normalised form kept in storage."""
+    """A message body split into its parts. ``body`` is the normalised form kept in storage.
 
-    body: bytes
-    metadata: MessageMetadata
-    checksum_ok: bool
+    ``plain`` is ``(publish time, num_messages_in_batch or None)`` when the metadata holds nothing else the broker
+    reads (see :func:`scan_plain_metadata`), else None; the metadata is then parsed only when asked for.
+    """
+
+    __slots__ = ("_metadata", "body", "checksum_ok", "plain")
+
+    def __init__(
+        self,
+        body: bytes,
+        metadata: MessageMetadata | None,
+        checksum_ok: bool,
+        plain: tuple[int, int | None] | None = None,
+    ) -> None:
+        self.body = body
+        self.checksum_ok = checksum_ok
+        self.plain = plain
+        self._metadata = metadata
+
+    @property
+    def metadata(self) -> MessageMetadata:
+        """The parsed metadata (parsed now if it was only scanned)."""
+        if self._metadata is None:
+            self._metadata = stored_metadata(self.body)
+        return self._metadata
 
     @property
     def payload(self) -> bytes:
@@ -208,9 +230,87 @@ def parse_body(data: bytes) -> MessageBody:
         (meta_size,) = _U32.unpack_from(body, 6)
         if 10 + meta_size > len(body):
             raise ProtocolError(f"metadata size {meta_size} exceeds the message body")
-        metadata = MessageMetadata.FromString(body[10 : 10 + meta_size])
+        meta = body[10 : 10 + meta_size]
+        plain = scan_plain_metadata(meta)
+        metadata = None if plain is not None else MessageMetadata.FromString(meta)
     except struct.error as exc:
         raise ProtocolError(f"truncated message body: {exc}") from None
     except DecodeError as exc:
         raise ProtocolError(f"message metadata does not parse: {exc}") from None
-    return MessageBody(body, metadata, checksum_ok)
+    return MessageBody(body, metadata, checksum_ok, plain)
+
+
+#: Tags (field number and wire type, as one byte) of the metadata fields :func:`scan_plain_metadata` takes.
+_TAG_PRODUCER_NAME = 1 << 3 | 2
+_TAG_SEQUENCE_ID = 2 << 3
+_TAG_PUBLISH_TIME = 3 << 3
+_TAG_COMPRESSION = 8 << 3
+_TAG_UNCOMPRESSED_SIZE = 9 << 3
+_TAG_NUM_MESSAGES_IN_BATCH = 11 << 3
+_TAG_EVENT_TIME = 12 << 3
+#: Varints of unread fields the scan skips, by tag.
+_SKIPPED_VARINTS = frozenset({_TAG_SEQUENCE_ID, _TAG_COMPRESSION, _TAG_UNCOMPRESSED_SIZE, _TAG_EVENT_TIME})
+
+
+def scan_plain_metadata(meta: bytes) -> tuple[int, int | None] | None:
+    """``(publish_time, num_messages_in_batch or None if absent)`` of serialised ``MessageMetadata`` that holds only
+    ``producer_name``, ``sequence_id``, ``publish_time``, ``compression``, ``uncompressed_size``,
+    ``num_messages_in_batch`` and ``event_time`` (what clients send for plain messages); None for anything else.
+
+    Cheaper than parsing: the broker reads only these two of such metadata. The scan is strict: each field must come
+    with its one-byte tag and a varint of at most 9 bytes (``num_messages_in_batch``: 4, so it is a non-negative
+    int32), and a length within the bytes; whatever it takes, the protobuf parser takes too, with the same values
+    (the last of a repeated field counts, as in protobuf). Anything else (another field, a longer encoding, truncated
+    bytes) gives None: the caller parses the metadata, which then accepts or refuses it as before.
+    """
+    size = len(meta)
+    i = 0
+    publish_time = 0
+    batch = None
+    try:
+        while i < size:
+            tag = meta[i]
+            if tag == _TAG_PRODUCER_NAME:
+                length = meta[i + 1]
+                if length > 127:
+                    return None
+                i += 2 + length
+                if i > size:
+                    return None
+                continue
+            start = i = i + 1
+            if tag in _SKIPPED_VARINTS:
+                while meta[i] > 127:
+                    i += 1
+                i += 1
+                if i - start > 9:
+                    return None
+            elif tag == _TAG_PUBLISH_TIME:
+                value = shift = 0
+                byte = meta[i]
+                while byte > 127:
+                    value |= (byte & 127) << shift
+                    shift += 7
+                    i += 1
+                    byte = meta[i]
+                i += 1
+                if i - start > 9:
+                    return None
+                publish_time = value | byte << shift
+            elif tag == _TAG_NUM_MESSAGES_IN_BATCH:
+                value = shift = 0
+                byte = meta[i]
+                while byte > 127:
+                    value |= (byte & 127) << shift
+                    shift += 7
+                    i += 1
+                    byte = meta[i]
+                i += 1
+                if i - start > 4:
+                    return None
+                batch = value | byte << shift
+            else:
+                return None
+    except IndexError:  # a field cut short: the parser refuses it
+        return None
+    return publish_time, batch
