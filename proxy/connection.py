@@ -324,9 +324,14 @@ class PulsarConnection(protocol.Protocol):
         for item in frames:
             if self.state is State.CLOSED:
                 break
-            command = item.command
             try:
-                # The most frequent command first, with no detour through _handle.
+                # The most frequent command first, with no detour through _handle; a plain SEND's command was only
+                # scanned (see wire.framing.scan_plain_send).
+                send = item.send
+                if send is not None and self.state is State.CONNECTED:
+                    self._on_plain_send(*send, item.body)
+                    continue
+                command = item.command
                 if command.type == _SEND and self.state is State.CONNECTED:
                     self._on_send(command, item.body)
                     continue
@@ -335,9 +340,9 @@ class PulsarConnection(protocol.Protocol):
                 self._handle(command, item.body)
             except ProtocolError as exc:
                 self._end_run()
-                self.close(f"protocol violation in {type_name(command.type)}: {exc}")
+                self.close(f"protocol violation in {type_name(item.command.type)}: {exc}")
             except Exception:
-                log.exception("[%s] failed handling %s", self.peer, type_name(command.type))
+                log.exception("[%s] failed handling %s", self.peer, type_name(item.command.type))
                 self._end_run()
                 self.close("internal error")
         else:
@@ -693,18 +698,45 @@ class PulsarConnection(protocol.Protocol):
         # What _handle checks of any command, for a SEND (check_command leaves a SEND as it is: it holds no strings).
         if not send.IsInitialized():
             raise ProtocolError("required fields are missing")
-        producer = self.producers.get(send.producer_id)
+        sequence_id = send.sequence_id
+        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else None
+        if not (send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits")):
+            self._on_plain_send(send.producer_id, sequence_id, highest, body)
+            return
+        accepted = self._accept_send(send.producer_id, sequence_id, body)
+        if accepted is None:
+            return
+        producer, message = accepted
+        self._end_run()
+        self.service.publish(self, producer, send, message, sequence_id, highest)
+
+    def _on_plain_send(self, producer_id: int, sequence_id: int, highest: int | None, body: bytes | None) -> None:
+        """A SEND outside a transaction: checked, then added to the run of its producer's SENDs."""
+        accepted = self._accept_send(producer_id, sequence_id, body)
+        if accepted is None:
+            return
+        producer, message = accepted
+        if producer is not self._run_producer:
+            self._end_run()
+            self._run_producer = producer
+        self._run.append((sequence_id, NO_ID if highest is None else highest, message))
+
+    def _accept_send(
+        self, producer_id: int, sequence_id: int, body: bytes | None
+    ) -> tuple[Producer, MessageBody] | None:
+        """Check a SEND: its producer must be ready and its body whole (else ProtocolError); a body whose checksum
+        fails is answered with SEND_ERROR (None). Counts an accepted SEND as pending (publish back-pressure)."""
+        producer = self.producers.get(producer_id)
         # A producer with a run going was found ready by the run's first SEND, and only other commands (which end
         # the run first) change that.
         if producer is None or not (
             (self._run and producer is self._run_producer)
             or (producer.topic is not None and producer in producer.topic.producers)
         ):
-            raise ProtocolError(f"SEND for producer {send.producer_id}, which is not ready on this connection")
+            raise ProtocolError(f"SEND for producer {producer_id}, which is not ready on this connection")
         if body is None:
             raise ProtocolError("SEND without a message body")
         message = parse_body(body)
-        sequence_id = send.sequence_id
         if not message.checksum_ok:
             self._end_run()
             self.send(
@@ -714,21 +746,13 @@ class PulsarConnection(protocol.Protocol):
                 error=ServerError.ChecksumError,
                 message="Checksum failed on the broker",
             )
-            return
-        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else None
+            return None
         self._pending_sends += 1
         if self._pending_sends >= MAX_PENDING_SENDS and not self._reading_paused:
             # As Pulsar: stop reading from a client that sends faster than its entries become durable.
             self._reading_paused = True
             self.transport.pauseProducing()
-        if send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits"):
-            self._end_run()
-            self.service.publish(self, producer, send, message, sequence_id, highest)
-            return
-        if producer is not self._run_producer:
-            self._end_run()
-            self._run_producer = producer
-        self._run.append((sequence_id, NO_ID if highest is None else highest, message))
+        return producer, message
 
     def receipt(self, producer: Producer, sequence_id: int, highest: int | None, result: int | BrokerError) -> None:
         """Answer a SEND once its entry is durable (or it failed); ``highest`` is the SEND's highest sequence id."""

@@ -1,5 +1,6 @@
-"""The metadata scan of plain messages (``wire.framing.scan_plain_metadata``): whatever it takes, the protobuf parser
-takes with the same values, and an entry described from the scan is the one described from the parsed metadata."""
+"""The scans of plain SENDs (``wire.framing.scan_plain_send``) and of their metadata (``scan_plain_metadata``):
+whatever they take, the protobuf parser takes with the same values, and an entry described from the scanned
+metadata is the one described from the parsed metadata."""
 
 from __future__ import annotations
 
@@ -7,8 +8,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.entry import Entry
-from wire.framing import make_body, parse_body, scan_plain_metadata
-from wire.pulsar_api_pb2 import CompressionType, KeyValue, MessageMetadata
+from wire.framing import (
+    FrameDecoder,
+    encode_payload_command,
+    make_body,
+    parse_body,
+    scan_plain_metadata,
+    scan_plain_send,
+)
+from wire.pulsar_api_pb2 import BaseCommand, CommandSend, CompressionType, KeyValue, MessageMetadata
 
 #: Fields the broker reads that the scan must never take.
 _READ_FIELDS = (
@@ -125,3 +133,80 @@ def test_a_broken_metadata_is_still_refused() -> None:
 
     with pytest.raises(ProtocolError, match="does not parse"):
         parse_body(make_body(b"\x0a\x05abc", b"payload"))
+
+
+def _check_send_taken(data: bytes) -> None:
+    """If the SEND scan takes ``data``, the parser takes it too: a SEND of the values the scan gave, and no more."""
+    scanned = scan_plain_send(data)
+    if scanned is None:
+        return
+    command = BaseCommand.FromString(data)  # must not raise
+    assert command.type == BaseCommand.SEND and command.send.IsInitialized()
+    send = command.send
+    highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else None
+    assert scanned == (send.producer_id, send.sequence_id, highest)
+    assert {field.name for field, _ in send.ListFields()} <= {
+        "producer_id",
+        "sequence_id",
+        "num_messages",
+        "highest_sequence_id",
+    }
+    assert {field.name for field, _ in command.ListFields()} == {"type", "send"}
+    # The decoder hands the scanned SEND on with the command it parses when asked.
+    (frame,) = FrameDecoder().decode(encode_payload_command(command, b"body"))[0]
+    assert frame.send == scanned and frame.command == command and frame.body == b"body"
+
+
+@st.composite
+def _send(draw: st.DrawFn) -> bytes:
+    send = CommandSend(producer_id=draw(_U64), sequence_id=draw(_U64))
+    if draw(st.booleans()):
+        send.num_messages = draw(_I32)
+    if draw(st.booleans()):
+        send.highest_sequence_id = draw(_U64)
+    extra = draw(st.sampled_from([None, "txnid_least_bits", "txnid_most_bits", "is_chunk", "marker"]))
+    if extra is not None:
+        setattr(send, extra, draw(st.integers(min_value=0, max_value=1)))
+    if draw(st.integers(min_value=0, max_value=9)) == 0:
+        send.ClearField(draw(st.sampled_from(["producer_id", "sequence_id"])))
+    return BaseCommand(type=BaseCommand.SEND, send=send).SerializePartialToString()
+
+
+@settings(max_examples=300, **_SETTINGS)
+@given(_send())
+def test_a_scanned_send_is_the_send_the_parser_reads(data: bytes) -> None:
+    _check_send_taken(data)
+    command = BaseCommand.FromString(data)
+    send = command.send
+    plain = send.IsInitialized() and not any(
+        send.HasField(name) for name in ("txnid_least_bits", "txnid_most_bits", "is_chunk", "marker")
+    )
+    small = all(
+        not send.HasField(name) or getattr(send, name) < 1 << 63
+        for name in ("producer_id", "sequence_id", "highest_sequence_id")
+    ) and (not send.HasField("num_messages") or 0 <= send.num_messages < 1 << 28)
+    if plain and small:
+        assert scan_plain_send(data) is not None  # what clients send is taken
+
+
+@settings(max_examples=1000, **_SETTINGS)
+@given(st.lists(st.sampled_from([*_PARTS, b"\x30", b"\x20", b"\x28"]), max_size=20))
+def test_send_soup_the_scan_takes_parses(parts: list[bytes]) -> None:
+    rest = b"".join(parts)
+    _check_send_taken(b"\x08\x06\x32" + bytes([len(rest)]) + rest)
+
+
+def test_sends_the_scan_leaves_to_the_parser() -> None:
+    def command(rest: bytes) -> bytes:
+        return b"\x08\x06\x32" + bytes([len(rest)]) + rest
+
+    for data in (
+        command(b"\x08\x01"),  # no sequence id: the parser's SEND is missing a required field
+        command(b"\x08\x01\x10\x02\x20\x00"),  # in a transaction
+        command(b"\x08\x01\x10\x02\x38\x01"),  # a chunk
+        command(b"\x08\x01\x10" + b"\xff" * 9 + b"\x01"),  # a 10-byte varint
+        command(b"\x08\x01\x10\x02\x18\xff\xff\xff\xff\x0f"),  # num_messages of -1
+        command(b"\x08\x01\x10\x02") + b"\x10\x03",  # a field after the send
+        b"\x08\x06\x32\x05\x08\x01\x10\x02",  # the send cut short
+    ):
+        assert scan_plain_send(data) is None, data

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import crc32c
 from google.protobuf.message import DecodeError
@@ -42,12 +41,32 @@ class ProtocolError(Exception):
     """The peer broke the framing or sent bytes that do not decode; the connection must close."""
 
 
-@dataclass(slots=True)
 class Frame:
-    """One decoded frame: the command and, for payload frames, the raw message body after it."""
+    """One decoded frame: the command and, for payload frames, the raw message body after it.
 
-    command: BaseCommand
-    body: bytes | None = None
+    ``send`` is ``(producer id, sequence id, highest sequence id or None)`` of a SEND whose command holds only those
+    (and ``num_messages``), as :func:`scan_plain_send` reads them; its command is then parsed only when asked for.
+    """
+
+    __slots__ = ("_command", "_command_bytes", "body", "send")
+
+    def __init__(
+        self,
+        command: BaseCommand | None,
+        body: bytes | None = None,
+        send: tuple[int, int, int | None] | None = None,
+        command_bytes: bytes = b"",
+    ) -> None:
+        self._command = command
+        self.body = body
+        self.send = send
+        self._command_bytes = command_bytes
+
+    @property
+    def command(self) -> BaseCommand:
+        if self._command is None:
+            self._command = BaseCommand.FromString(self._command_bytes)
+        return self._command
 
 
 class FrameDecoder:
@@ -118,17 +137,28 @@ class FrameDecoder:
                 error = ProtocolError(f"command size {command_size} exceeds frame size {total}")
                 break
             command_end = start + 4 + command_size
+            end = start + total
+            command_bytes = data[start + 4 : command_end]
+            # The most frequent command: a SEND that begins with its type (so it has one), read without parsing when
+            # its command holds only what a plain SEND does (see scan_plain_send).
+            is_send = command_size > 1 and data[start + 4] == 8 and data[start + 5] == _SEND
+            if is_send:
+                send = scan_plain_send(command_bytes)
+                if send is not None:
+                    body = data[command_end:end] if end > command_end else None
+                    frames.append(Frame(None, body, send, command_bytes))
+                    offset = end
+                    continue
             try:
-                command = parse(data[start + 4 : command_end])
+                command = parse(command_bytes)
             except DecodeError as exc:
                 error = ProtocolError(f"command does not parse: {exc}")
                 break
-            # A command that begins with its type SEND has a type (the most frequent command, spared the look-up).
-            if (command_size < 2 or data[start + 4] != 8 or data[start + 5] != _SEND) and not command.HasField("type"):
+            if not is_send and not command.HasField("type"):
                 error = ProtocolError("unknown or missing command type")
                 break
-            offset = start + total
-            frames.append(Frame(command, data[command_end:offset] if offset > command_end else None))
+            offset = end
+            frames.append(Frame(command, data[command_end:end] if end > command_end else None))
         self._buffer = bytearray(memoryview(data)[offset:]) if offset < size else bytearray()
         self._wanted = wanted
         return frames, error
@@ -238,6 +268,59 @@ def parse_body(data: bytes) -> MessageBody:
     except DecodeError as exc:
         raise ProtocolError(f"message metadata does not parse: {exc}") from None
     return MessageBody(body, metadata, checksum_ok, plain)
+
+
+#: Tags (field number and wire type, as one byte) of BaseCommand's ``send`` and of CommandSend's fields that
+#: :func:`scan_plain_send` takes.
+_TAG_COMMAND_SEND = 6 << 3 | 2
+_TAG_PRODUCER_ID = 1 << 3
+_TAG_SEQUENCE_ID_OF_SEND = 2 << 3
+_TAG_NUM_MESSAGES = 3 << 3
+_TAG_HIGHEST_SEQUENCE_ID = 6 << 3
+
+
+def scan_plain_send(command: bytes) -> tuple[int, int, int | None] | None:
+    """``(producer_id, sequence_id, highest_sequence_id or None if absent)`` of a serialised ``BaseCommand`` of type
+    SEND whose ``send`` is all that follows its type and holds only ``producer_id``, ``sequence_id``,
+    ``num_messages`` and ``highest_sequence_id`` (a plain SEND, as clients send it); None for anything else.
+
+    As :func:`scan_plain_metadata`, strict: one-byte tags, a one-byte length of the rest, varints of at most 9 bytes
+    (``num_messages``: 4, a non-negative int32), both required fields present; whatever it takes, the parser takes
+    with the same values, and anything else is left to the parser (which takes or refuses it as before).
+    """
+    size = len(command)
+    if size < 8 or command[0] != 8 or command[1] != _SEND or command[2] != _TAG_COMMAND_SEND or command[3] != size - 4:
+        return None
+    i = 4
+    producer_id = sequence_id = highest = None
+    try:
+        while i < size:
+            tag = command[i]
+            start = i = i + 1
+            value = shift = 0
+            byte = command[i]
+            while byte > 127:
+                value |= (byte & 127) << shift
+                shift += 7
+                i += 1
+                byte = command[i]
+            i += 1
+            if i - start > 9:
+                return None
+            value |= byte << shift
+            if tag == _TAG_PRODUCER_ID:
+                producer_id = value
+            elif tag == _TAG_SEQUENCE_ID_OF_SEND:
+                sequence_id = value
+            elif tag == _TAG_HIGHEST_SEQUENCE_ID:
+                highest = value
+            elif tag != _TAG_NUM_MESSAGES or i - start > 4:
+                return None
+    except IndexError:  # a field cut short: the parser refuses it
+        return None
+    if producer_id is None or sequence_id is None:
+        return None
+    return producer_id, sequence_id, highest
 
 
 #: Tags (field number and wire type, as one byte) of the metadata fields :func:`scan_plain_metadata` takes.
