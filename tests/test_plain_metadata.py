@@ -98,13 +98,13 @@ def test_a_scanned_metadata_describes_the_entry_its_parse_does(meta: MessageMeta
         assert message.metadata == meta
 
 
-@settings(max_examples=1000, **_SETTINGS)
+@settings(max_examples=500, **_SETTINGS)
 @given(st.binary(max_size=40))
 def test_bytes_the_scan_takes_parse(data: bytes) -> None:
     _check_taken(data)
 
 
-@settings(max_examples=1000, **_SETTINGS)
+@settings(max_examples=500, **_SETTINGS)
 @given(st.lists(st.sampled_from(_PARTS), max_size=24))
 def test_tag_soup_the_scan_takes_parses(parts: list[bytes]) -> None:
     _check_taken(b"".join(parts))
@@ -189,7 +189,7 @@ def test_a_scanned_send_is_the_send_the_parser_reads(data: bytes) -> None:
         assert scan_plain_send(data) is not None  # what clients send is taken
 
 
-@settings(max_examples=1000, **_SETTINGS)
+@settings(max_examples=500, **_SETTINGS)
 @given(st.lists(st.sampled_from([*_PARTS, b"\x30", b"\x20", b"\x28"]), max_size=20))
 def test_send_soup_the_scan_takes_parses(parts: list[bytes]) -> None:
     rest = b"".join(parts)
