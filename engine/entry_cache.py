@@ -91,6 +91,12 @@ class EntryCache:
         self._bytes += len(entry.body)
         self._budget.charge(self, len(entry.body))
 
+    def extend(self, entries: list[Entry], size: int) -> None:
+        """Append ``entries`` (in order, after the last cached one), whose bodies hold ``size`` bytes together."""
+        self._entries.extend(entries)
+        self._bytes += size
+        self._budget.charge(self, size)
+
     def confirm(self, upto: int) -> None:
         """Entries up to ``upto`` are durable; keep the topic's own bound, then the broker's."""
         self.confirmed = max(self.confirmed, upto)

@@ -19,7 +19,8 @@ from engine.names import TopicName
 from engine.store import TopicRecord, up_to_bytes
 from engine.subscription_types import SUBSCRIPTION_TYPES, SubType
 from engine.transactions import TxnId
-from wire.framing import make_body, stored_payload
+from wire.framing import MessageBody, make_body, stored_payload
+from wire.message_id import INT64_MAX
 from wire.pulsar_api_pb2 import MessageMetadata, ServerError
 
 if TYPE_CHECKING:
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 
 #: Receipt id of a message dropped as a duplicate (Pulsar answers -1:-1).
 DUPLICATE = -1
+#: Added to a Java long's bits read as unsigned to get the long back.
+_U64 = 1 << 64
 
 
 class AccessMode(IntEnum):
@@ -468,19 +471,21 @@ class Topic(ProducerHost):
     def publish_run(
         self,
         producer: Producer,
-        sends: list[tuple[int, int, bytes, MessageMetadata]],
+        sends: list[tuple[int, int, MessageBody]],
         done: Callable[[list[int | BrokerError] | BrokerError], None],
     ) -> None:
-        """Append the plain (non-transactional) messages ``(sequence id, highest sequence id, body, metadata)`` that
-        one producer sent in a row, each as :meth:`publish` does; ``done`` runs once they are durable, with the result
-        of each in order (an entry id, ``DUPLICATE`` or the error of that message), or with the error of the commit.
+        """Append the plain (non-transactional) messages ``(sequence id, highest sequence id, body)`` that one producer
+        sent in a row, each as :meth:`publish` does; ``done`` runs once they are durable, with the result of each in
+        order (an entry id, ``DUPLICATE`` or the error of that message), or with the error of the commit.
 
-        One call and one completion serve the whole run, and the policies are read once for it.
+        The sequence ids are as the SENDs carried them (unsigned 64-bit; deduplication compares them as Java longs,
+        so a SEND without a highest sequence id gives 2**64 - 1, which compares as -1). One call and one completion
+        serve the whole run, and the policies are read once for it.
         """
         if self.terminated is not None:
             self.broker.after_commit(done, [self._terminated_error()] * len(sends))
             return
-        self.broker.after_commit(done, self._stage(producer, sends, None))
+        self.broker.after_commit(done, self._stage_run(producer, sends))
 
     def publish_txn_run(
         self,
@@ -548,6 +553,70 @@ class Topic(ProducerHost):
             else:
                 txn_buffer.plain_appended()
             results.append(entry.entry_id)
+        self.messages_in += messages
+        self.bytes_in += size
+        producer.messages_in += messages
+        producer.bytes_in += size
+        return results
+
+    def _stage_run(self, producer: Producer, sends: list[tuple[int, int, MessageBody]]) -> list[int | BrokerError]:
+        """What :meth:`_stage` does for plain messages, for a run: an entry whose metadata was only scanned (see
+        :func:`wire.framing.scan_plain_metadata`) is described without a protobuf object, and the run's entries go
+        into the cache and the staging area together."""
+        max_size = self.broker.namespaces.limits(self.name).max_message_size
+        deduplicating = self._deduplicating()
+        sequences, sequences_staged = self._sequences, self._sequences_staged
+        name = producer.name
+        store, topic_id, txn_buffer = self.store, self.topic_id, self.txn_buffer
+        from_plain = Entry.from_plain
+        staged = False
+        messages = size = 0
+        entries: list[Entry] = []
+        rows: list[tuple[int, int, bytes]] = []
+        results: list[int | BrokerError] = []
+        try:
+            for sequence_id, highest_sequence_id, message in sends:
+                body = message.body
+                if max_size is not None and len(body) > max_size:
+                    results.append(BrokerError(ServerError.NotAllowedError, "Exceed maximum message size"))
+                    continue
+                if deduplicating:
+                    if sequence_id > INT64_MAX:
+                        sequence_id -= _U64
+                    if highest_sequence_id > INT64_MAX:
+                        highest_sequence_id -= _U64
+                    highest = max(sequence_id, highest_sequence_id)
+                    if sequence_id <= sequences.get(name, -1):
+                        results.append(DUPLICATE)
+                        continue
+                    sequences[name] = sequences_staged[name] = highest
+                    store.stage_sequence(topic_id, name, highest)
+                plain = message.plain
+                if plain is not None:
+                    entry = from_plain(self.next_entry_id, body, *plain)
+                else:
+                    metadata = message.metadata
+                    if metadata.HasField("txnid_most_bits") or metadata.HasField("txnid_least_bits"):
+                        # A plain SEND whose metadata names a transaction is a plain message (see _stage).
+                        metadata.ClearField("txnid_most_bits")
+                        metadata.ClearField("txnid_least_bits")
+                        body = make_body(metadata, stored_payload(body))
+                    # The id is taken once the entry is described: a message that cannot be must not leave a hole.
+                    entry = Entry.from_metadata(self.next_entry_id, body, metadata)
+                self.next_entry_id += 1
+                entries.append(entry)
+                rows.append((entry.entry_id, entry.publish_time, body))
+                if not staged:
+                    self.broker.staged(self)
+                    staged = True
+                messages += entry.num_messages
+                size += len(body)
+                txn_buffer.plain_appended()
+                results.append(entry.entry_id)
+        finally:
+            if entries:
+                self._cache.extend(entries, size)
+                store.stage_entries(topic_id, rows)
         self.messages_in += messages
         self.bytes_in += size
         producer.messages_in += messages

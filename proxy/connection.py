@@ -199,6 +199,7 @@ class PulsarConnection(protocol.Protocol):
         self._reading_paused = False
         #: Plain SENDs of one producer read in a row and checked, not yet published: the run ends (is published in
         #: one go) at the first frame that is not one of them, and with the read (see :meth:`_end_run`).
+        #: Each is ``(sequence id, highest sequence id or NO_ID, body)`` (in a transaction's run: highest or None).
         self._run: list[tuple[int, int | None, MessageBody]] = []
         self._run_producer: Producer | None = None
         #: The transaction of the run's SENDs (None: plain SENDs); a run holds the SENDs of one transaction.
@@ -316,16 +317,25 @@ class PulsarConnection(protocol.Protocol):
         for item in frames:
             if self.state is State.CLOSED:
                 break
-            command = item.command
             try:
-                if self._run and command.type != _SEND:
+                # The most frequent command first, with no detour through _handle; a plain SEND's command was only
+                # scanned (see wire.framing.scan_plain_send).
+                send = item.send
+                if send is not None and self.state is State.CONNECTED:
+                    self._on_plain_send(*send, item.body)
+                    continue
+                command = item.command
+                if command.type == _SEND and self.state is State.CONNECTED:
+                    self._on_send(command, item.body)
+                    continue
+                if self._run:
                     self._end_run()
                 self._handle(command, item.body)
             except ProtocolError as exc:
                 self._end_run()
-                self.close(f"protocol violation in {type_name(command.type)}: {exc}")
+                self.close(f"protocol violation in {type_name(item.command.type)}: {exc}")
             except Exception:
-                log.exception("[%s] failed handling %s", self.peer, type_name(command.type))
+                log.exception("[%s] failed handling %s", self.peer, type_name(item.command.type))
                 self._end_run()
                 self.close("internal error")
         else:
@@ -436,13 +446,6 @@ class PulsarConnection(protocol.Protocol):
 
     def _handle(self, command: BaseCommand, body: bytes | None) -> None:
         kind = command.type
-        if kind == _SEND and self.state is State.CONNECTED:
-            # The most frequent command, first: what the general path below checks, for a SEND (check_command leaves
-            # a SEND as it is: it holds no strings).
-            if not command.send.IsInitialized():
-                raise ProtocolError("required fields are missing")
-            self._on_send(command, body)
-            return
         check_command(command)
         if self.state is State.AWAITING_CONNECT:
             if kind != T.CONNECT:
@@ -689,18 +692,52 @@ class PulsarConnection(protocol.Protocol):
 
     def _on_send(self, command: BaseCommand, body: bytes | None) -> None:
         send = command.send
-        producer = self.producers.get(send.producer_id)
+        # What _handle checks of any command, for a SEND (check_command leaves a SEND as it is: it holds no strings).
+        if not send.IsInitialized():
+            raise ProtocolError("required fields are missing")
+        sequence_id = send.sequence_id
+        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else None
+        if not (send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits")):
+            self._on_plain_send(send.producer_id, sequence_id, highest, body)
+            return
+        accepted = self._accept_send(send.producer_id, sequence_id, body)
+        if accepted is None:
+            return
+        producer, message = accepted
+        # A run of SENDs in one transaction, checked against it when published (see publish_txn_run).
+        txn = (send.txnid_most_bits, send.txnid_least_bits)
+        if producer is not self._run_producer or txn != self._run_txn:
+            self._end_run()
+            self._run_producer, self._run_txn = producer, TxnId(*txn)
+        self._run.append((sequence_id, highest, message))
+
+    def _on_plain_send(self, producer_id: int, sequence_id: int, highest: int | None, body: bytes | None) -> None:
+        """A SEND outside a transaction: checked, then added to the run of its producer's SENDs."""
+        accepted = self._accept_send(producer_id, sequence_id, body)
+        if accepted is None:
+            return
+        producer, message = accepted
+        if producer is not self._run_producer or self._run_txn is not None:
+            self._end_run()
+            self._run_producer = producer
+        self._run.append((sequence_id, NO_ID if highest is None else highest, message))
+
+    def _accept_send(
+        self, producer_id: int, sequence_id: int, body: bytes | None
+    ) -> tuple[Producer, MessageBody] | None:
+        """Check a SEND: its producer must be ready and its body whole (else ProtocolError); a body whose checksum
+        fails is answered with SEND_ERROR (None). Counts an accepted SEND as pending (publish back-pressure)."""
+        producer = self.producers.get(producer_id)
         # A producer with a run going was found ready by the run's first SEND, and only other commands (which end
         # the run first) change that.
         if producer is None or not (
             (self._run and producer is self._run_producer)
             or (producer.topic is not None and producer in producer.topic.producers)
         ):
-            raise ProtocolError(f"SEND for producer {send.producer_id}, which is not ready on this connection")
+            raise ProtocolError(f"SEND for producer {producer_id}, which is not ready on this connection")
         if body is None:
             raise ProtocolError("SEND without a message body")
         message = parse_body(body)
-        sequence_id = send.sequence_id
         if not message.checksum_ok:
             self._end_run()
             self.send(
@@ -710,25 +747,13 @@ class PulsarConnection(protocol.Protocol):
                 error=ServerError.ChecksumError,
                 message="Checksum failed on the broker",
             )
-            return
-        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else None
+            return None
         self._pending_sends += 1
         if self._pending_sends >= MAX_PENDING_SENDS and not self._reading_paused:
             # As Pulsar: stop reading from a client that sends faster than its entries become durable.
             self._reading_paused = True
             self.transport.pauseProducing()
-        if send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits"):
-            # A run of SENDs in one transaction, checked against it when published (see publish_txn_run).
-            txn = (send.txnid_most_bits, send.txnid_least_bits)
-            if producer is not self._run_producer or txn != self._run_txn:
-                self._end_run()
-                self._run_producer, self._run_txn = producer, TxnId(*txn)
-            self._run.append((sequence_id, highest, message))
-            return
-        if producer is not self._run_producer or self._run_txn is not None:
-            self._end_run()
-            self._run_producer = producer
-        self._run.append((sequence_id, highest, message))
+        return producer, message
 
     def receipt(self, producer: Producer, sequence_id: int, highest: int | None, result: int | BrokerError) -> None:
         """Answer a SEND once its entry is durable (or it failed); ``highest`` is the SEND's highest sequence id."""
@@ -736,10 +761,13 @@ class PulsarConnection(protocol.Protocol):
         self.write(self._answer(producer, sequence_id, highest, result))
 
     def receipts(
-        self, producer: Producer, sends: list[tuple[int, int | None]], results: list[int | BrokerError] | BrokerError
+        self,
+        producer: Producer,
+        sends: list[tuple[int, int, MessageBody]],
+        results: list[int | BrokerError] | BrokerError,
     ) -> None:
-        """Answer a run of SENDs ``(sequence id, highest sequence id)`` once durable, as :meth:`receipt` answers
-        each: ``results`` holds each one's entry id, ``DUPLICATE`` or error, or is the error of them all."""
+        """Answer a run of SENDs ``(sequence id, highest sequence id or NO_ID, body)`` once durable, as :meth:`receipt`
+        answers each: ``results`` holds each one's entry id, ``DUPLICATE`` or error, or is the error of them all."""
         self._answered(len(sends))
         if isinstance(results, BrokerError):
             results = [results] * len(sends)
@@ -749,7 +777,7 @@ class PulsarConnection(protocol.Protocol):
             answer = self._answer
             encoded = b"".join(
                 answer(producer, sequence_id, highest, result)
-                for (sequence_id, highest), result in zip(sends, results, strict=True)
+                for (sequence_id, highest, _), result in zip(sends, results, strict=True)
             )
         self.write(encoded)
 

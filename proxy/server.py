@@ -22,7 +22,7 @@ from proxy.connection import ConnectionTimeouts, PulsarConnection, sticky_ranges
 from proxy.listeners import Listeners, unknown_listener
 from proxy.transactions import accepted_at_once, check_transactional_send
 from wire.framing import MessageBody
-from wire.message_id import INT64_MAX, MessageId, signed64
+from wire.message_id import MessageId, signed64
 from wire.pulsar_api_pb2 import CommandSeek, CommandSubscribe, Schema, ServerError
 
 if TYPE_CHECKING:
@@ -163,11 +163,11 @@ class BrokerService:
         self,
         connection: PulsarConnection,
         producer: Producer,
-        run: list[tuple[int, int | None, MessageBody]],
+        run: list[tuple[int, int, MessageBody]],
     ) -> None:
         """Publish plain (non-transactional) SENDs one producer sent in a row, ``(sequence id, highest sequence id or
-        None, body)`` each, as :meth:`publish` would one by one: what is refused is answered at once, the rest in one
-        :meth:`engine.topic.Topic.publish_run` whose receipts go out together once durable."""
+        NO_ID, body)`` each as the SEND carried them, as :meth:`publish` would one by one: what is refused is answered
+        at once, the rest in one :meth:`engine.topic.Topic.publish_run` whose receipts go out together once durable."""
         topic = producer.topic
         assert topic is not None
         if isinstance(topic, NonPersistentTopic):
@@ -180,18 +180,8 @@ class BrokerService:
             run = [item for item in run if not self._refused_as_too_large(connection, producer, item, limit)]
             if not run:
                 return
-        # Deduplication compares sequence ids as Java longs; the receipts echo them as they came.
-        sends = [
-            (
-                sequence_id if sequence_id <= INT64_MAX else signed64(sequence_id),
-                -1 if highest is None else highest if highest <= INT64_MAX else signed64(highest),
-                message.body,
-                message.metadata,
-            )
-            for sequence_id, highest, message in run
-        ]
-        answered = [(sequence_id, highest) for sequence_id, highest, _ in run]
-        topic.publish_run(producer, sends, partial(connection.receipts, producer, answered))
+        # The receipts echo the sequence ids as they came (the topic compares them as Java longs).
+        topic.publish_run(producer, run, partial(connection.receipts, producer, run))
 
     def publish_txn_run(
         self,
@@ -243,7 +233,7 @@ class BrokerService:
             highest = highest or 0
             # Deduplication compares sequence ids as Java longs; the receipts echo them as they came.
             sends.append((signed64(sequence_id), signed64(highest), message.body, message.metadata))
-            answered.append((sequence_id, highest))
+            answered.append((sequence_id, highest, message))
         producer.topic.publish_txn_run(  # type: ignore[union-attr]
             producer, txn, sends, partial(connection.receipts, producer, answered)
         )
@@ -254,7 +244,7 @@ class BrokerService:
     ) -> bool:
         """Answer a SEND larger than its topic's max message size (a chunk is not), as Pulsar does; whether it was."""
         sequence_id, highest, message = send
-        if len(message.body) <= limit or message.metadata.HasField("chunk_id"):
+        if len(message.body) <= limit or (message.plain is None and message.metadata.HasField("chunk_id")):
             return False
         connection.receipt(producer, sequence_id, highest, BrokerError(ServerError.NotAllowedError, _TOO_LARGE))
         return True

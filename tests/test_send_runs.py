@@ -22,7 +22,7 @@ from tests.conftest import Server
 from tests.server_process import ServerProcess
 from tests.test_bad_input import _producer, _send_frame
 from wire.commands import NO_ID, frame, make
-from wire.framing import encode_payload_command, make_body
+from wire.framing import MessageBody, encode_payload_command, make_body, parse_body
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata, ServerError
 
 T = BaseCommand
@@ -103,13 +103,13 @@ def test_a_run_is_answered_and_counted_message_by_message(tmp_path: Path) -> Non
     producer = Producer(1, "p", AccessMode.SHARED, 0, _Sink())
     topic.add_producer(producer)
 
-    def sends(first: int, count: int) -> list[tuple[int, int, bytes, MessageMetadata]]:
+    def sends(first: int, count: int) -> list[tuple[int, int, MessageBody]]:
         metas = [MessageMetadata(producer_name="p", sequence_id=s, publish_time=1) for s in range(first, first + count)]
-        return [(m.sequence_id, -1, make_body(m, b"m"), m) for m in metas]
+        return [(m.sequence_id, NO_ID, parse_body(make_body(m, b"m"))) for m in metas]
 
     single: list[object] = []
-    for seq, highest, body, meta in sends(0, 2):
-        topic.publish(producer, seq, highest, body, meta, single.append)
+    for seq, _, message in sends(0, 2):
+        topic.publish(producer, seq, -1, message.body, message.metadata, single.append)
     clock.advance(0)
     runs: list[object] = []
     topic.publish_run(producer, sends(2, 3), runs.append)

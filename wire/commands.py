@@ -146,11 +146,11 @@ class ReceiptEncoder:
         return encode_command(self._command)
 
     def encode_run(
-        self, producer_id: int, ledger_id: int, sends: Sequence[tuple[int, int | None]], entry_ids: Sequence[object]
+        self, producer_id: int, ledger_id: int, sends: Sequence[tuple[int, int, object]], entry_ids: Sequence[object]
     ) -> bytes | None:
-        """The frames of the receipts of one producer's SENDs ``(sequence id, highest sequence id)`` stored as
-        ``entry_ids`` in one ledger, joined (as :meth:`encode` each); None if one of ``entry_ids`` is no entry id
-        (an error or a duplicate)."""
+        """The frames of the receipts of one producer's SENDs ``(sequence id, highest sequence id or NO_ID, ...)``
+        stored as ``entry_ids`` in one ledger, joined (as :meth:`encode` each); None if one of ``entry_ids`` is no
+        entry id (an error or a duplicate)."""
         receipt = self._receipt
         message_id = self._message_id
         receipt.producer_id = producer_id
@@ -158,12 +158,12 @@ class ReceiptEncoder:
         serialize = self._command.SerializeToString
         header = _HEADER.pack
         frames = []
-        for (sequence_id, highest), entry_id in zip(sends, entry_ids, strict=True):
+        for (sequence_id, highest, _), entry_id in zip(sends, entry_ids, strict=True):
             if type(entry_id) is not int or entry_id < 0:
                 return None
             receipt.sequence_id = sequence_id
             message_id.entryId = entry_id
-            receipt.highest_sequence_id = NO_ID if highest is None else highest
+            receipt.highest_sequence_id = highest
             data = serialize()
             frames.append(header(len(data) + 4, len(data)))
             frames.append(data)

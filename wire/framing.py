@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import crc32c
 from google.protobuf.message import DecodeError
@@ -28,6 +27,7 @@ _U32 = struct.Struct(">I")
 _HEADER = struct.Struct(">II")
 _MAGIC_CRC = _U16.pack(MAGIC_CHECKSUM)
 _MAGIC_BEM = _U16.pack(MAGIC_BROKER_ENTRY_METADATA)
+_SEND = BaseCommand.SEND
 
 
 def max_frame_size(max_message_size: int) -> int:
@@ -41,12 +41,32 @@ class ProtocolError(Exception):
     """The peer broke the framing or sent bytes that do not decode; the connection must close."""
 
 
-@dataclass(slots=True)
 class Frame:
-    """One decoded frame: the command and, for payload frames, the raw message body after it."""
+    """One decoded frame: the command and, for payload frames, the raw message body after it.
 
-    command: BaseCommand
-    body: bytes | None = None
+    ``send`` is ``(producer id, sequence id, highest sequence id or None)`` of a SEND whose command holds only those
+    (and ``num_messages``), as :func:`scan_plain_send` reads them; its command is then parsed only when asked for.
+    """
+
+    __slots__ = ("_command", "_command_bytes", "body", "send")
+
+    def __init__(
+        self,
+        command: BaseCommand | None,
+        body: bytes | None = None,
+        send: tuple[int, int, int | None] | None = None,
+        command_bytes: bytes = b"",
+    ) -> None:
+        self._command = command
+        self.body = body
+        self.send = send
+        self._command_bytes = command_bytes
+
+    @property
+    def command(self) -> BaseCommand:
+        if self._command is None:
+            self._command = BaseCommand.FromString(self._command_bytes)
+        return self._command
 
 
 class FrameDecoder:
@@ -117,16 +137,28 @@ class FrameDecoder:
                 error = ProtocolError(f"command size {command_size} exceeds frame size {total}")
                 break
             command_end = start + 4 + command_size
+            end = start + total
+            command_bytes = data[start + 4 : command_end]
+            # The most frequent command: a SEND that begins with its type (so it has one), read without parsing when
+            # its command holds only what a plain SEND does (see scan_plain_send).
+            is_send = command_size > 1 and data[start + 4] == 8 and data[start + 5] == _SEND
+            if is_send:
+                send = scan_plain_send(command_bytes)
+                if send is not None:
+                    body = data[command_end:end] if end > command_end else None
+                    frames.append(Frame(None, body, send, command_bytes))
+                    offset = end
+                    continue
             try:
-                command = parse(data[start + 4 : command_end])
+                command = parse(command_bytes)
             except DecodeError as exc:
                 error = ProtocolError(f"command does not parse: {exc}")
                 break
-            if not command.HasField("type"):
+            if not is_send and not command.HasField("type"):
                 error = ProtocolError("unknown or missing command type")
                 break
-            offset = start + total
-            frames.append(Frame(command, data[command_end:offset] if offset > command_end else None))
+            offset = end
+            frames.append(Frame(command, data[command_end:end] if end > command_end else None))
         self._buffer = bytearray(memoryview(data)[offset:]) if offset < size else bytearray()
         self._wanted = wanted
         return frames, error
@@ -144,13 +176,33 @@ def encode_payload_command(command: BaseCommand, body: bytes) -> bytes:
     return _HEADER.pack(len(data) + 4 + len(body), len(data)) + data + body
 
 
-@dataclass(slots=True)
 class MessageBody:
-    """A message body split into its parts. ``body`` is the normalised form kept in storage."""
+    """A message body split into its parts. ``body`` is the normalised form kept in storage.
 
-    body: bytes
-    metadata: MessageMetadata
-    checksum_ok: bool
+    ``plain`` is ``(publish time, num_messages_in_batch or None)`` when the metadata holds nothing else the broker
+    reads (see :func:`scan_plain_metadata`), else None; the metadata is then parsed only when asked for.
+    """
+
+    __slots__ = ("_metadata", "body", "checksum_ok", "plain")
+
+    def __init__(
+        self,
+        body: bytes,
+        metadata: MessageMetadata | None,
+        checksum_ok: bool,
+        plain: tuple[int, int | None] | None = None,
+    ) -> None:
+        self.body = body
+        self.checksum_ok = checksum_ok
+        self.plain = plain
+        self._metadata = metadata
+
+    @property
+    def metadata(self) -> MessageMetadata:
+        """The parsed metadata (parsed now if it was only scanned)."""
+        if self._metadata is None:
+            self._metadata = stored_metadata(self.body)
+        return self._metadata
 
     @property
     def payload(self) -> bytes:
@@ -208,9 +260,140 @@ def parse_body(data: bytes) -> MessageBody:
         (meta_size,) = _U32.unpack_from(body, 6)
         if 10 + meta_size > len(body):
             raise ProtocolError(f"metadata size {meta_size} exceeds the message body")
-        metadata = MessageMetadata.FromString(body[10 : 10 + meta_size])
+        meta = body[10 : 10 + meta_size]
+        plain = scan_plain_metadata(meta)
+        metadata = None if plain is not None else MessageMetadata.FromString(meta)
     except struct.error as exc:
         raise ProtocolError(f"truncated message body: {exc}") from None
     except DecodeError as exc:
         raise ProtocolError(f"message metadata does not parse: {exc}") from None
-    return MessageBody(body, metadata, checksum_ok)
+    return MessageBody(body, metadata, checksum_ok, plain)
+
+
+#: Tags (field number and wire type, as one byte) of BaseCommand's ``send`` and of CommandSend's fields that
+#: :func:`scan_plain_send` takes.
+_TAG_COMMAND_SEND = 6 << 3 | 2
+_TAG_PRODUCER_ID = 1 << 3
+_TAG_SEQUENCE_ID_OF_SEND = 2 << 3
+_TAG_NUM_MESSAGES = 3 << 3
+_TAG_HIGHEST_SEQUENCE_ID = 6 << 3
+
+
+def scan_plain_send(command: bytes) -> tuple[int, int, int | None] | None:
+    """``(producer_id, sequence_id, highest_sequence_id or None if absent)`` of a serialised ``BaseCommand`` of type
+    SEND whose ``send`` is all that follows its type and holds only ``producer_id``, ``sequence_id``,
+    ``num_messages`` and ``highest_sequence_id`` (a plain SEND, as clients send it); None for anything else.
+
+    As :func:`scan_plain_metadata`, strict: one-byte tags, a one-byte length of the rest, varints of at most 9 bytes
+    (``num_messages``: 4, a non-negative int32), both required fields present; whatever it takes, the parser takes
+    with the same values, and anything else is left to the parser (which takes or refuses it as before).
+    """
+    size = len(command)
+    if size < 8 or command[0] != 8 or command[1] != _SEND or command[2] != _TAG_COMMAND_SEND or command[3] != size - 4:
+        return None
+    i = 4
+    producer_id = sequence_id = highest = None
+    try:
+        while i < size:
+            tag = command[i]
+            start = i = i + 1
+            value = shift = 0
+            byte = command[i]
+            while byte > 127:
+                value |= (byte & 127) << shift
+                shift += 7
+                i += 1
+                byte = command[i]
+            i += 1
+            if i - start > 9:
+                return None
+            value |= byte << shift
+            if tag == _TAG_PRODUCER_ID:
+                producer_id = value
+            elif tag == _TAG_SEQUENCE_ID_OF_SEND:
+                sequence_id = value
+            elif tag == _TAG_HIGHEST_SEQUENCE_ID:
+                highest = value
+            elif tag != _TAG_NUM_MESSAGES or i - start > 4:
+                return None
+    except IndexError:  # a field cut short: the parser refuses it
+        return None
+    if producer_id is None or sequence_id is None:
+        return None
+    return producer_id, sequence_id, highest
+
+
+#: Tags (field number and wire type, as one byte) of the metadata fields :func:`scan_plain_metadata` takes.
+_TAG_PRODUCER_NAME = 1 << 3 | 2
+_TAG_SEQUENCE_ID = 2 << 3
+_TAG_PUBLISH_TIME = 3 << 3
+_TAG_COMPRESSION = 8 << 3
+_TAG_UNCOMPRESSED_SIZE = 9 << 3
+_TAG_NUM_MESSAGES_IN_BATCH = 11 << 3
+_TAG_EVENT_TIME = 12 << 3
+#: Varints of unread fields the scan skips, by tag.
+_SKIPPED_VARINTS = frozenset({_TAG_SEQUENCE_ID, _TAG_COMPRESSION, _TAG_UNCOMPRESSED_SIZE, _TAG_EVENT_TIME})
+
+
+def scan_plain_metadata(meta: bytes) -> tuple[int, int | None] | None:
+    """``(publish_time, num_messages_in_batch or None if absent)`` of serialised ``MessageMetadata`` that holds only
+    ``producer_name``, ``sequence_id``, ``publish_time``, ``compression``, ``uncompressed_size``,
+    ``num_messages_in_batch`` and ``event_time`` (what clients send for plain messages); None for anything else.
+
+    Cheaper than parsing: the broker reads only these two of such metadata. The scan is strict: each field must come
+    with its one-byte tag and a varint of at most 9 bytes (``num_messages_in_batch``: 4, so it is a non-negative
+    int32), and a length within the bytes; whatever it takes, the protobuf parser takes too, with the same values
+    (the last of a repeated field counts, as in protobuf). Anything else (another field, a longer encoding, truncated
+    bytes) gives None: the caller parses the metadata, which then accepts or refuses it as before.
+    """
+    size = len(meta)
+    i = 0
+    publish_time = 0
+    batch = None
+    try:
+        while i < size:
+            tag = meta[i]
+            if tag == _TAG_PRODUCER_NAME:
+                length = meta[i + 1]
+                if length > 127:
+                    return None
+                i += 2 + length
+                if i > size:
+                    return None
+                continue
+            start = i = i + 1
+            if tag in _SKIPPED_VARINTS:
+                while meta[i] > 127:
+                    i += 1
+                i += 1
+                if i - start > 9:
+                    return None
+            elif tag == _TAG_PUBLISH_TIME:
+                value = shift = 0
+                byte = meta[i]
+                while byte > 127:
+                    value |= (byte & 127) << shift
+                    shift += 7
+                    i += 1
+                    byte = meta[i]
+                i += 1
+                if i - start > 9:
+                    return None
+                publish_time = value | byte << shift
+            elif tag == _TAG_NUM_MESSAGES_IN_BATCH:
+                value = shift = 0
+                byte = meta[i]
+                while byte > 127:
+                    value |= (byte & 127) << shift
+                    shift += 7
+                    i += 1
+                    byte = meta[i]
+                i += 1
+                if i - start > 4:
+                    return None
+                batch = value | byte << shift
+            else:
+                return None
+    except IndexError:  # a field cut short: the parser refuses it
+        return None
+    return publish_time, batch
