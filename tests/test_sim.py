@@ -36,7 +36,7 @@ CAUGHT_BY = {
     "sequences-stored-by-earlier-commit": 182,
     "producers-kept-after-lost-write": 38,
     "lost-txn-buffer-snapshot": 49,
-    "lost-coordinator-log-record": 749,
+    "lost-coordinator-log-record": 2493,
     "txn-ack-lost-after-consumer-left": 6,
 }
 #: Seeds that found defects in the server, and the defect (each fixed; the seed fails with it put back, with the options
