@@ -975,9 +975,18 @@ class TransformWorker(Subscriber):
 
     def give_back(self, conn: Connection, taken: list[tuple[int, Message]]) -> None:
         """Negatively acknowledge inputs whose transaction did not commit (as the clients do when one aborts): they
-        come back once no transaction holds them."""
+        come back once no transaction holds them.
+
+        A copy of one of them may be waiting in the inbox already (the server delivered it again when the
+        transaction aborted or timed out): the nack hands that copy back too, so it is dropped (the Java client drops
+        the messages it asks to be redelivered from the head of its receiver queue). Kept, it would be a second live
+        copy, and two workers holding the same inputs make each other's acks conflict, abort and nack again, forever.
+        """
         for index in sorted({i for i, _ in taken}):
             conn.send_redeliver(index, [(m.ledger, m.entry) for i, m in taken if i == index])
+        given = {(i, m.entry) for i, m in taken}
+        if any((i, m.entry) in given for i, m in self.inbox):
+            self.inbox = [(i, m) for i, m in self.inbox if (i, m.entry) not in given]
 
 
 def hash_partition(key: str, partitions: int) -> int:
