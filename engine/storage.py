@@ -102,6 +102,10 @@ class Storage(Protocol):
         """Stage an entry for the next commit."""
         ...
 
+    def stage_entries(self, topic_id: int, rows: list[tuple[int, int, bytes]]) -> None:
+        """Stage entries ``(entry id, publish time, body)``, in order, for the next commit."""
+        ...
+
     def compaction(self, topic_id: int) -> tuple[int, int, int, int] | None:
         """A topic's compacted view: ``(horizon, ledger id, entries, bytes)``, or None if it never had one."""
         ...
