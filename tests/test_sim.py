@@ -23,20 +23,20 @@ SEEDS = range(1, 101)
 #: A seed that each mutation fails (found by ``python -m tests.sim --mutation NAME --stop``), with the options seeds
 #: choose today.
 CAUGHT_BY = {
-    "receipt-before-durable": 2,
+    "receipt-before-durable": 1,
     "skip-sequence-store": 23,
     "read-past-open-txn": 1,
     "split-commit-marker": 1,
     "lost-partition-registration": 5,
-    "txn-success-after-failed-commit": 46,
+    "txn-success-after-failed-commit": 13,
     "acks-lost-by-failed-commit": 3,
     "earliest-skips-staged": 2,
-    "txn-ids-reserved-before-stored": 8,
+    "txn-ids-reserved-before-stored": 1,
     "end-applied-before-durable": 8,
     "sequences-stored-by-earlier-commit": 182,
     "producers-kept-after-lost-write": 38,
     "lost-txn-buffer-snapshot": 49,
-    "lost-coordinator-log-record": 2493,
+    "lost-coordinator-log-record": 39,
     "txn-ack-lost-after-consumer-left": 6,
 }
 #: Seeds that found defects in the server, and the defect (each fixed; the seed fails with it put back, with the options

@@ -27,6 +27,18 @@ from tests.sim.world import EVENT_BUDGET
 
 #: Runs a shrink may take at most.
 SHRINK_BUDGET = 80
+#: The options a shrink tries turning off, one at a time.
+SWITCHED_OFF = (
+    "abort_rate",
+    "stall_rate",
+    "nack_rate",
+    "short_reads",
+    "stalls",
+    "jitter",
+    "leave_at",
+    "end_crash",
+    "think_spell",
+)
 #: The counters a campaign reports, each of which 1,000 seeds should see at least once.
 EXPECTED = (
     "crash with a commit in flight",
@@ -35,6 +47,7 @@ EXPECTED = (
     "transaction timed out",
     "deduplicated resend",
     "redelivery after a restart",
+    "crash as a transaction open while the disk was full ends",
 )
 
 
@@ -152,9 +165,9 @@ def shrink(options: Options, mutation: str | None) -> tuple[Options, Result]:
             if attempt is None:
                 break
             best, result = candidate, attempt
-    for name in ("abort_rate", "stall_rate", "nack_rate", "short_reads", "stalls", "jitter", "leave_at"):
+    for name in SWITCHED_OFF:
         if getattr(best, name):
-            off = type(getattr(best, name))(0)
+            off = type(getattr(best, name))()
             attempt = fails(best.replace(**{name: off}))
             if attempt is not None:
                 best, result = best.replace(**{name: off}), attempt

@@ -96,6 +96,14 @@ class Options:
     #: their commit is in flight, to fail.
     leave_at: float = 0.0
     leave_spell: float = 0.0
+    #: A crash (a mode of ``crashes``; "": none) as the first transaction that was open while the disk was full is
+    #: ended with room on the disk again, before the faults stop: the server must have written again what the failed
+    #: commits lost of the transaction's coordinator log records (or its partitions never learn its end).
+    end_crash: str = ""
+    #: The disk is full from the first pause of the producer of transactions (``think``) for this share of the pause
+    #: (0: not): the commits that fail meanwhile lose the log records of its transaction, which sends once there is
+    #: room again.
+    think_spell: float = 0.0
 
     @classmethod
     def from_seed(cls, seed: int, later_faults: bool = True) -> Options:
@@ -141,7 +149,7 @@ class Options:
             heal=round(heal, 3),
             late_disk_full=_late_disk_full(seed),
         )
-        return options.with_later_faults().with_workers_leaving() if later_faults else options
+        return options.with_later_faults().with_workers_leaving().with_end_crash() if later_faults else options
 
     def with_later_faults(self) -> Options:
         """Add the faults that came after the others, for some seeds: a spell of full disk as the first transactions
@@ -182,6 +190,15 @@ class Options:
             heal=max(self.heal, round(leave_at + 20.0, 3)),
         )
 
+    def with_end_crash(self) -> Options:
+        """For some seeds, a crash as a transaction that was open while the disk was full ends (``end_crash``), and
+        a spell of full disk as the slow producer of transactions first pauses (``think_spell``). Drawn apart from
+        the other options."""
+        rng = random.Random(self.seed * 31 + 17)
+        end_crash = rng.choice(["now", "now", "in-write", "after-write"]) if rng.random() < 0.5 else ""
+        think_spell = round(rng.uniform(0.3, 0.9), 3) if self.think and rng.random() < 0.4 else 0.0
+        return self.replace(end_crash=end_crash, think_spell=think_spell)
+
     def describe(self) -> str:
         return " ".join(f"{f.name}={getattr(self, f.name)!r}".replace(" ", "") for f in dataclasses.fields(self))
 
@@ -220,6 +237,7 @@ class TxnRec:
     end_sent_at: float | None = None
     commit_sent_at: float | None = None
     committed_at: float | None = None
+    opened_at: float = 0.0
 
 
 @dataclass(slots=True)
@@ -260,6 +278,16 @@ class History:
                 free_since = at
             full = state
         return not full and crash - max(free_since, when) >= seconds
+
+    def disk_was_full_since(self, when: float) -> bool:
+        """Whether the disk was full at some moment from ``when`` on."""
+        full = False
+        for at, state in self.disk_changes:
+            if at > when and state:
+                return True
+            if at <= when:
+                full = state
+        return full
 
 
 # -- the world -----------------------------------------------------------------------------------
@@ -306,6 +334,9 @@ class World:
         #: The spell of ``leave_at``: the disk full and slow, workers leaving with their acks in flight.
         self.leaving = False
         self._left = False
+        #: Whether the crash of ``end_crash`` came; whether the spell of ``think_spell`` did.
+        self._end_crashed = False
+        self._thought = False
 
     # -- basics --------------------------------------------------------------------------------
 
@@ -398,6 +429,32 @@ class World:
         if self._producers_done == 2 and seconds and self.sched.now + seconds < self.options.heal:
             self._disk_full(True)
             self.sched.call_later(seconds, self._disk_full, False)
+
+    def ending(self, rec: TxnRec) -> None:
+        """An END_TXN is about to be sent for ``rec``: the crash of ``end_crash`` comes if it is the first transaction
+        open while the disk was full to end with room on the disk."""
+        mode = self.options.end_crash
+        if not mode or self._end_crashed or self._left or self.healed or self.server is None or self.disk.full:
+            return
+        if self.history.disk_was_full_since(rec.opened_at):
+            self._end_crashed = True
+            self.counters["crash as a transaction open while the disk was full ends"] += 1
+            self.sched.call_later(0.0, self._arm_crash, mode)
+
+    def thinking(self, pause: float) -> None:
+        """The producer of transactions pauses ``pause`` seconds with a transaction registered: the spell of
+        ``think_spell`` begins, at its first pause with room on the disk."""
+        share = self.options.think_spell
+        if not share or self._thought or self.healed or self.disk.full:
+            return
+        self._thought = True
+        self._disk_full(True)
+        self.sched.call_later(pause * share, self._end_think_spell)
+
+    def _end_think_spell(self) -> None:
+        now = self.sched.now
+        if not self.healed and not any(when <= now < when + s for when, s in self.options.disk_full):
+            self._disk_full(False)
 
     def _reset(self, actor: str) -> None:
         conn = self.actors.get(actor)
@@ -639,13 +696,14 @@ class TxnClient:
 
     def open(self, conn: Connection) -> Generator[Future, Any, TxnRec | None]:
         o = self.world.options
+        opened_at = self.world.sched.now
         answer = yield conn.request(T.NEW_TXN, tc_id=self.rng.randrange(o.coordinators), txn_ttl_millis=o.ttl_ms)
         if failed(answer):
             return None
         txn = (answer.newTxnResponse.txnid_most_bits, answer.newTxnResponse.txnid_least_bits)
         if txn in self.world.history.txns:
             self.world.fail(f"transaction id {txn} was handed out twice")
-        rec = TxnRec(txn, self.kind)
+        rec = TxnRec(txn, self.kind, opened_at=opened_at)
         self.world.history.txns[txn] = rec
         return rec
 
@@ -657,6 +715,7 @@ class TxnClient:
         rec.state = "committing" if commit else "aborting"
         if world.disk.full:
             world.counters["END_TXN while the disk is full"] += 1
+        world.ending(rec)
         answer = yield conn.request(
             T.END_TXN, txnid_most_bits=rec.txn[0], txnid_least_bits=rec.txn[1], txn_action=0 if commit else 1
         )
@@ -713,7 +772,9 @@ class TxnProducer(Actor):
                 partitions=[partition(IN, i) for i in chosen],
             )
             if o.think and not self.world.healed:
-                yield sleep(self.world.sched, self.think_rng.uniform(0.0, o.think))
+                pause = self.think_rng.uniform(0.0, o.think)
+                self.world.thinking(pause)
+                yield sleep(self.world.sched, pause)
             futures = []
             for index in chosen:
                 key = f"x{self.made}"
