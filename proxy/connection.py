@@ -199,8 +199,9 @@ class PulsarConnection(protocol.Protocol):
         self._reading_paused = False
         #: Plain SENDs of one producer read in a row and checked, not yet published: the run ends (is published in
         #: one go) at the first frame that is not one of them, and with the read (see :meth:`_end_run`).
-        #: Each is ``(sequence id, highest sequence id or NO_ID, body)`` (in a transaction's run: highest or None).
-        self._run: list[tuple[int, int | None, MessageBody]] = []
+        #: Each is ``(sequence id, highest sequence id, body)``, the highest as its receipt echoes it: NO_ID when the
+        #: SEND gave none (0 in a transaction's run, as Pulsar answers).
+        self._run: list[tuple[int, int, MessageBody]] = []
         self._run_producer: Producer | None = None
         #: The transaction of the run's SENDs (None: plain SENDs); a run holds the SENDs of one transaction.
         self._run_txn: TxnId | None = None
@@ -696,8 +697,8 @@ class PulsarConnection(protocol.Protocol):
         if not send.IsInitialized():
             raise ProtocolError("required fields are missing")
         sequence_id = send.sequence_id
-        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else None
         if not (send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits")):
+            highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else None
             self._on_plain_send(send.producer_id, sequence_id, highest, body)
             return
         accepted = self._accept_send(send.producer_id, sequence_id, body)
@@ -709,7 +710,8 @@ class PulsarConnection(protocol.Protocol):
         if producer is not self._run_producer or txn != self._run_txn:
             self._end_run()
             self._run_producer, self._run_txn = producer, TxnId(*txn)
-        self._run.append((sequence_id, highest, message))
+        # As Pulsar: a transactional SEND's receipt echoes its highest sequence id as read, 0 when not given.
+        self._run.append((sequence_id, send.highest_sequence_id, message))
 
     def _on_plain_send(self, producer_id: int, sequence_id: int, highest: int | None, body: bytes | None) -> None:
         """A SEND outside a transaction: checked, then added to the run of its producer's SENDs."""

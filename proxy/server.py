@@ -166,7 +166,7 @@ class BrokerService:
         run: list[tuple[int, int, MessageBody]],
     ) -> None:
         """Publish plain (non-transactional) SENDs one producer sent in a row, ``(sequence id, highest sequence id or
-        NO_ID, body)`` each as the SEND carried them, as :meth:`publish` would one by one: what is refused is answered
+        NO_ID, body)`` each as the SEND carried them, each as if alone: what is refused is answered
         at once, the rest in one :meth:`engine.topic.Topic.publish_run` whose receipts go out together once durable."""
         topic = producer.topic
         assert topic is not None
@@ -188,9 +188,9 @@ class BrokerService:
         connection: PulsarConnection,
         producer: Producer,
         txn: TxnId,
-        run: list[tuple[int, int | None, MessageBody]],
+        run: list[tuple[int, int, MessageBody]],
     ) -> None:
-        """Publish SENDs one producer sent in a row in transaction ``txn``, as :meth:`publish` would one by one: each
+        """Publish SENDs one producer sent in a row in transaction ``txn``, each as if alone: each
         is checked against the transaction (what is refused is answered at once), the accepted ones are staged in
         order and answered together once durable.
 
@@ -204,7 +204,7 @@ class BrokerService:
             connection.close("PublishTxnMessage is not supported by non-persistent topic")
             return
         limit = topic.broker.namespaces.max_message_size(topic.name)
-        accepted: list[tuple[int, int | None, MessageBody]] = []
+        accepted: list[tuple[int, int, MessageBody]] = []
         for item in run:
             if limit and self._refused_as_too_large(connection, producer, item, limit):
                 continue
@@ -215,8 +215,7 @@ class BrokerService:
                 try:
                     check_transactional_send(connection, producer, txn)
                 except BrokerError as exc:
-                    # As Pulsar: a transactional SEND's answer echoes its highest sequence id as read, 0 when not given.
-                    connection.receipt(producer, item[0], item[1] or 0, exc)
+                    connection.receipt(producer, item[0], item[1], exc)
                     continue
             accepted.append(item)
         if accepted:
@@ -224,23 +223,21 @@ class BrokerService:
 
     @staticmethod
     def _stage_txn_sends(
-        connection: PulsarConnection, producer: Producer, txn: TxnId, run: list[tuple[int, int | None, MessageBody]]
+        connection: PulsarConnection, producer: Producer, txn: TxnId, run: list[tuple[int, int, MessageBody]]
     ) -> None:
-        """Stage accepted SENDs of ``txn``; their receipts echo each highest sequence id as read, 0 when not given."""
-        sends = []
-        answered = []
-        for sequence_id, highest, message in run:
-            highest = highest or 0
-            # Deduplication compares sequence ids as Java longs; the receipts echo them as they came.
-            sends.append((signed64(sequence_id), signed64(highest), message.body, message.metadata))
-            answered.append((sequence_id, highest, message))
+        """Stage accepted SENDs of ``txn``, answered together once durable."""
+        # Deduplication compares sequence ids as Java longs; the receipts echo them as they came.
+        sends = [
+            (signed64(sequence_id), signed64(highest), message.body, message.metadata)
+            for sequence_id, highest, message in run
+        ]
         producer.topic.publish_txn_run(  # type: ignore[union-attr]
-            producer, txn, sends, partial(connection.receipts, producer, answered)
+            producer, txn, sends, partial(connection.receipts, producer, run)
         )
 
     @staticmethod
     def _refused_as_too_large(
-        connection: PulsarConnection, producer: Producer, send: tuple[int, int | None, MessageBody], limit: int
+        connection: PulsarConnection, producer: Producer, send: tuple[int, int, MessageBody], limit: int
     ) -> bool:
         """Answer a SEND larger than its topic's max message size (a chunk is not), as Pulsar does; whether it was."""
         sequence_id, highest, message = send
