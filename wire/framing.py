@@ -368,7 +368,7 @@ def scan_plain_metadata(meta: bytes) -> tuple[int, int | None] | None:
                 i += 1
                 if i - start > 9:
                     return None
-            elif tag == _TAG_PUBLISH_TIME:
+            elif tag in (_TAG_PUBLISH_TIME, _TAG_NUM_MESSAGES_IN_BATCH):
                 value = shift = 0
                 byte = meta[i]
                 while byte > 127:
@@ -377,21 +377,15 @@ def scan_plain_metadata(meta: bytes) -> tuple[int, int | None] | None:
                     i += 1
                     byte = meta[i]
                 i += 1
-                if i - start > 9:
-                    return None
-                publish_time = value | byte << shift
-            elif tag == _TAG_NUM_MESSAGES_IN_BATCH:
-                value = shift = 0
-                byte = meta[i]
-                while byte > 127:
-                    value |= (byte & 127) << shift
-                    shift += 7
-                    i += 1
-                    byte = meta[i]
-                i += 1
-                if i - start > 4:
-                    return None
-                batch = value | byte << shift
+                value |= byte << shift
+                if tag == _TAG_PUBLISH_TIME:
+                    if i - start > 9:
+                        return None
+                    publish_time = value
+                else:
+                    if i - start > 4:
+                        return None
+                    batch = value
             else:
                 return None
     except IndexError:  # a field cut short: the parser refuses it
