@@ -581,7 +581,6 @@ class Subscription(ConsumerGroup):
         deliveries: list[Delivery] = []
         #: Entries and bytes this pass has read: delivered, or passed over (acknowledged, hidden, held).
         read = size = 0
-        cursor = self.cursor
         while consumer.permits > 0 and position <= limit and read < DISPATCH_BUDGET and size < DISPATCH_BYTES:
             entries = self._read(position, limit, consumer.permits, DISPATCH_BYTES - size)
             if not entries:
@@ -592,19 +591,11 @@ class Subscription(ConsumerGroup):
                 position = entry_id + 1
                 read += 1
                 size += len(entry.body)
-                # _skip, with the cursor's look-ups inline (this runs for every entry dispatched); transactions hide
-                # only markers and transactional entries (TransactionBuffer.hides).
-                if not (
-                    entry_id <= cursor.mark_delete
-                    or entry_id in cursor.acked
-                    or ((entry.marker or entry.txn is not None) and self._hidden(entry))
-                    or self.pending_ack.holds(entry_id, entry.num_messages)
-                ):
+                if not self._skip(entry):
                     delivery = self._delivery(entry)
                     deliveries.append(delivery)
                     consumer.pending.add(entry_id)
-                    mask = delivery.unacked_mask
-                    consumer.permits -= entry.num_messages if mask is None else mask.bit_count()
+                    consumer.permits -= delivery.permits
                 if consumer.permits <= 0 or read >= DISPATCH_BUDGET or size >= DISPATCH_BYTES:
                     break
         self.read_position = position
@@ -734,7 +725,9 @@ class Subscription(ConsumerGroup):
         """Whether dispatch passes over an entry: acknowledged, hidden by transactions, or held."""
         if self.cursor.is_acked(entry.entry_id):
             return True
-        if self._hidden(entry):
+        # Transactions hide only markers and transactional entries (TransactionBuffer.hides): plain entries, most of
+        # them, need not ask.
+        if (entry.marker or entry.txn is not None) and self._hidden(entry):
             return True
         return self.pending_ack.holds(entry.entry_id, entry.num_messages)
 
@@ -749,7 +742,7 @@ class Subscription(ConsumerGroup):
 
     def _delivery(self, entry: Entry) -> Delivery:
         entry_id = entry.entry_id
-        mask = self.cursor.batches.get(entry_id)  # Cursor.unacked_mask, inline
+        mask = self.cursor.unacked_mask(entry_id)
         held = self.pending_ack.held_indexes(entry_id)
         if held:
             mask = (mask if mask is not None else (1 << entry.num_messages) - 1) & ~held
