@@ -13,12 +13,9 @@ Run: ``python bench/send_instructions.py [--batch 100] CHECKOUT [CHECKOUT...]`` 
 from __future__ import annotations
 
 import argparse
-import os
-import re
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
+
+from instruction_harness import in_process_server, instructions
 
 #: SENDs built, and fed in the shorter run.
 BUILT, SHORT = 12_000, 2_000
@@ -27,32 +24,12 @@ BUILT, SHORT = 12_000, 2_000
 def feed(built: int, fed: int, batch: int, per_read: int) -> None:
     """Build ``built`` SENDs and feed the first ``fed`` to an in-process server (the checkout in the working
     directory)."""
-    sys.path.insert(0, os.getcwd())
-    from twisted.internet.testing import MemoryReactorClock, StringTransport
-
-    from engine.broker import InlineCommits
-    from engine.clock import SystemClock
-    from engine.store import Store
-    from proxy.config import load
-    from proxy.wiring import build_server
+    reactor, connection, transport = in_process_server()
     from wire.batch import build_batch
     from wire.commands import make
     from wire.framing import FrameDecoder, encode_command, encode_payload_command, make_body
     from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata, SingleMessageMetadata
 
-    class Transport(StringTransport):
-        def setTcpNoDelay(self, enabled: bool) -> None:  # noqa: N802 (Twisted's name)
-            pass
-
-    work = tempfile.mkdtemp()
-    reactor = MemoryReactorClock()
-    store = Store(os.path.join(work, "store.sqlite"))
-    server = build_server(
-        load({"data_dir": work}, None, {}), reactor, store, SystemClock(reactor.callLater), InlineCommits()
-    )
-    connection = server.factory.buildProtocol(None)
-    transport = Transport()
-    connection.makeConnection(transport)
     connection.dataReceived(encode_command(make(BaseCommand.CONNECT, client_version="bench", protocol_version=21)))
     topic = "persistent://public/default/send-instructions"
     connection.dataReceived(encode_command(make(BaseCommand.PRODUCER, topic=topic, producer_id=1, request_id=1)))
@@ -80,20 +57,6 @@ def feed(built: int, fed: int, batch: int, per_read: int) -> None:
         transport.clear()
 
 
-def instructions(checkout: Path, built: int, fed: int, batch: int, per_read: int) -> int:
-    """The instructions valgrind counts for one fed process of ``checkout``."""
-    command = [
-        "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-        str(checkout / ".venv" / "bin" / "python"), str(Path(__file__).resolve()),
-        "--feed", str(built), str(fed), "--batch", str(batch), "--per-read", str(per_read),
-    ]  # fmt: skip
-    result = subprocess.run(command, cwd=checkout, capture_output=True, text=True, check=True)
-    match = re.search(r"I\s+refs:\s+([\d,]+)", result.stderr)
-    if match is None:
-        raise RuntimeError(f"valgrind printed no instruction count:\n{result.stderr[-2000:]}")
-    return int(match.group(1).replace(",", ""))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkouts", nargs="*", type=Path)
@@ -108,8 +71,9 @@ def main() -> None:
     built, short = (BUILT, SHORT) if not args.batch else (BUILT // 10, SHORT // 10)
     for checkout in args.checkouts:
         checkout = checkout.resolve()
-        count = instructions(checkout, built, built, args.batch, per_read) - instructions(
-            checkout, built, short, args.batch, per_read
+        options = ["--batch", str(args.batch), "--per-read", str(per_read)]
+        count = instructions(__file__, checkout, ["--feed", str(built), str(built), *options]) - instructions(
+            __file__, checkout, ["--feed", str(built), str(short), *options]
         )
         kind = f"SEND of {args.batch} messages" if args.batch else "non-batched SEND"
         print(f"{checkout}: {count // (built - short):,} instructions per {kind}", flush=True)

@@ -17,12 +17,9 @@ checkout with its own ``.venv``; needs ``valgrind``). ``--feed BUILT FED`` is th
 from __future__ import annotations
 
 import argparse
-import os
-import re
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
+
+from instruction_harness import in_process_server, instructions
 
 #: Transactions built, and fed in the shorter run.
 BUILT, SHORT = 240, 40
@@ -32,34 +29,13 @@ STEPS = ("NEW_TXN", "ADD_PARTITION", "SENDS", "END_TXN")
 def feed(built: int, fed: int, messages: int, batch: bool, plain: bool, only: str | None, with_only: bool) -> None:
     """Build ``built`` transactions and feed the first ``fed`` to an in-process server (the checkout in the working
     directory); with ``only``, feed the rest up to that step (``with_only``) or up to the step before it."""
-    sys.path.insert(0, os.getcwd())
-    from twisted.internet.testing import MemoryReactorClock, StringTransport
-
-    from engine.broker import InlineCommits
-    from engine.clock import SystemClock
-    from engine.store import Store
-    from proxy.config import load
-    from proxy.wiring import build_server
+    reactor, connection, transport = in_process_server()
     from wire.batch import build_batch
     from wire.commands import make
     from wire.framing import FrameDecoder, encode_command, encode_payload_command, make_body
     from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata, SingleMessageMetadata, TxnAction
 
     T = BaseCommand  # noqa: N806
-
-    class Transport(StringTransport):
-        def setTcpNoDelay(self, enabled: bool) -> None:  # noqa: N802 (Twisted's name)
-            pass
-
-    work = tempfile.mkdtemp()
-    reactor = MemoryReactorClock()
-    store = Store(os.path.join(work, "store.sqlite"))
-    server = build_server(
-        load({"data_dir": work}, None, {}), reactor, store, SystemClock(reactor.callLater), InlineCommits()
-    )
-    connection = server.factory.buildProtocol(None)
-    transport = Transport()
-    connection.makeConnection(transport)
 
     def read(data: bytes) -> list[BaseCommand]:
         transport.clear()
@@ -121,22 +97,6 @@ def _txn(response: object) -> dict[str, int]:
     return {"txnid_most_bits": response.txnid_most_bits, "txnid_least_bits": response.txnid_least_bits}  # type: ignore[attr-defined]
 
 
-def instructions(checkout: Path, built: int, fed: int, options: list[str]) -> int:
-    """The instructions valgrind counts for one fed process of ``checkout``."""
-    command = [
-        "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-        str(checkout / ".venv" / "bin" / "python"), str(Path(__file__).resolve()),
-        "--feed", str(built), str(fed), *options,
-    ]  # fmt: skip
-    result = subprocess.run(command, cwd=checkout, capture_output=True, text=True, check=False)
-    if result.returncode:
-        raise RuntimeError(f"the fed process failed:\n{result.stderr[-3000:]}")
-    match = re.search(r"I\s+refs:\s+([\d,]+)", result.stderr)
-    if match is None:
-        raise RuntimeError(f"valgrind printed no instruction count:\n{result.stderr[-2000:]}")
-    return int(match.group(1).replace(",", ""))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkouts", nargs="*", type=Path)
@@ -162,10 +122,10 @@ def main() -> None:
     for checkout in args.checkouts:
         checkout = checkout.resolve()
         if args.only:
-            longer = instructions(checkout, built, short, [*options, "--with-only"])
+            longer = instructions(__file__, checkout, ["--feed", str(built), str(short), *options, "--with-only"])
         else:
-            longer = instructions(checkout, built, built, options)
-        count = longer - instructions(checkout, built, short, options)
+            longer = instructions(__file__, checkout, ["--feed", str(built), str(built), *options])
+        count = longer - instructions(__file__, checkout, ["--feed", str(built), str(short), *options])
         print(f"{checkout}: {count // (built - short):,} instructions per {what}", flush=True)
 
 
