@@ -189,16 +189,11 @@ class ServerReactor:
         sched = self.sched
         if kwargs:
             fn, args = functools.partial(fn, *args, **kwargs), ()
-        # Scheduler.call_later, inline: the server schedules a call for about every other event.
+        # Scheduler.call_later, with the call marked as this reactor's.
         now = sched.now
         when = now + delay if delay > 0.0 else now
         call = Call(sched, when, fn, args, self)
-        due = sched._due.get(when)
-        if due is None:
-            sched._due[when] = deque((call,))
-            heappush(sched._times, when)
-        else:
-            due.append(call)
+        sched._add(when, call)
         return call
 
     def getDelayedCalls(self) -> list[Call]:  # noqa: N802
