@@ -355,8 +355,9 @@ class RawClient:
         self.request_id += 1
         return self.request_id
 
-    def open_transactions(self, n: int, topic: str, batch: int = 1000) -> None:
-        """``n`` transactions left open (an hour's timeout), each with one message sent on ``topic``."""
+    def open_transactions(self, n: int, topic: str, batch: int = 1000, timeout_ms: int = 3_600_000) -> None:
+        """``n`` transactions left open (an hour's timeout unless ``timeout_ms``), each with one message sent on
+        ``topic``."""
         self._send(frame(BaseCommand.TC_CLIENT_CONNECT_REQUEST, request_id=self._next_id(), tc_id=0))
         self._answers(1)
         self._send(frame(BaseCommand.PRODUCER, topic=topic, producer_id=1, request_id=self._next_id()))
@@ -364,7 +365,7 @@ class RawClient:
         sequence = 0
         for start in range(0, n, batch):
             count = min(batch, n - start)
-            out = b"".join(frame(BaseCommand.NEW_TXN, request_id=self._next_id(), txn_ttl_millis=3_600_000, tc_id=0)
+            out = b"".join(frame(BaseCommand.NEW_TXN, request_id=self._next_id(), txn_ttl_millis=timeout_ms, tc_id=0)
                            for _ in range(count))
             self._send(out)
             txns = [(a.newTxnResponse.txnid_most_bits, a.newTxnResponse.txnid_least_bits)

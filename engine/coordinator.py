@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import deque
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -76,6 +77,9 @@ SEQUENCE_BLOCK = 1000
 #: The tick of Pulsar's transaction timeout tracker. A transaction whose timeout is shorter (zero and negative ones
 #: included) times out as it opens; its abort is in flight for one tick, and ending it then fails as in Pulsar.
 TIMEOUT_TICK_MS = 100
+#: Transactions that timed out while the server was down aborted per turn of the event loop after a restart: the
+#: server answers meanwhile, and each turn's aborts share one group commit.
+RECOVERY_ABORT_SLICE = 256
 #: Seconds before a coordinator tries again to end a transaction whose end a failed commit lost.
 END_RETRY_SECONDS = 1.0
 #: System topic whose partitions stand for the coordinators; clients discover them through it.
@@ -141,8 +145,9 @@ class Coordinator:
         self.stats = CoordinatorStats()
 
     def low_water_mark(self) -> int:
-        """Every transaction of this coordinator with a sequence up to this one has ended."""
-        return min(self.txns) - 1 if self.txns else self.sequence
+        """Every transaction of this coordinator with a sequence up to this one has ended (``txns`` is kept in
+        ascending order of sequence, so its first key is the lowest)."""
+        return next(iter(self.txns)) - 1 if self.txns else self.sequence
 
 
 class Coordinators:
@@ -157,6 +162,8 @@ class Coordinators:
         self.end_delay_ms = end_delay_ms
         #: When each OPEN transaction times out.
         self.timeouts: DeadlineTracker[TxnId] = DeadlineTracker(self.clock, self._expire)
+        #: Transactions that timed out while the server was down, ABORTING, whose aborts recovery left to later turns.
+        self._expired: deque[TxnMeta] = deque()
         #: Transactions not yet ended, of all coordinators (the broker asks at every group commit).
         self._live = 0
         #: (topic, subscription) -> coordinator id -> low-water mark. As Pulsar's pending-ack handles, a subscription
@@ -444,7 +451,13 @@ class Coordinators:
     # -- recovery -----------------------------------------------------------------------------
 
     def recover(self) -> None:
-        """Replay the log: finish COMMITTING/ABORTING transactions, time out expired OPEN ones."""
+        """Replay the log: finish COMMITTING/ABORTING transactions, time out expired OPEN ones.
+
+        As Pulsar's coordinator, which is ready once its log is replayed and whose timeout tracker aborts what expired
+        afterwards: an OPEN transaction whose timeout passed while the server was down becomes ABORTING here (it can
+        no longer be committed, nor sent to), and its abort runs in later turns of the event loop,
+        :data:`RECOVERY_ABORT_SLICE` at a time, so that the server answers its clients meanwhile.
+        """
         for coordinator in self.coordinators:
             coordinator.sequence = self.store.counter(f"tc_sequence_{coordinator.tc_id}")
             coordinator.reserved = coordinator.reserving = coordinator.sequence
@@ -480,13 +493,34 @@ class Coordinators:
         self._live = sum(len(c.txns) for c in self.coordinators)
         now = now_ms(self.clock)
         for coordinator in self.coordinators:
+            # Ascending order of sequence (see Coordinator.low_water_mark): records written again after a failed
+            # commit may have come later in the log.
+            coordinator.txns = dict(sorted(coordinator.txns.items()))
             for meta in list(coordinator.txns.values()):
                 if meta.status in (TxnStatus.COMMITTING, TxnStatus.ABORTING):
                     log.info("finishing %s transaction %s after restart", meta.status.value, meta.txn)
                     self._finish(meta)
+                elif meta.opened_ms + meta.timeout_ms <= now:
+                    meta.timed_out = True
+                    meta.status = TxnStatus.ABORTING
+                    coordinator.stats.timed_out += 1
+                    self._expired.append(meta)
                 else:
                     self._arm_timeout(meta, (meta.opened_ms + meta.timeout_ms - now) / 1000)
+        if self._expired:
+            log.info("%d transactions timed out while the server was down; aborting them", len(self._expired))
+            self.clock.call_later(0, self._abort_expired)
         self.broker.flush()
+
+    def _abort_expired(self) -> None:
+        """Abort the next :data:`RECOVERY_ABORT_SLICE` transactions that timed out while the server was down (their
+        ends share this turn's group commit); the rest in the next turn."""
+        for _ in range(min(RECOVERY_ABORT_SLICE, len(self._expired))):
+            meta = self._expired.popleft()
+            if self.live(meta.txn) is meta:
+                self._begin_end(meta, TxnStatus.ABORTING, self.end_delay_ms)
+        if self._expired:
+            self.clock.call_later(0, self._abort_expired)
 
     # -- figures ------------------------------------------------------------------------------
 

@@ -60,6 +60,9 @@ class TransactionBuffer:
         self.aborted: dict[TxnId, int] = {}
         #: Coordinator id -> the highest low-water mark an end on this partition named (in memory, as in Pulsar).
         self.low_water_marks: dict[int, int] = {}
+        #: Coordinator id -> the low-water mark up to which ``ongoing`` was last searched for transactions left behind
+        #: (see :meth:`end`); forgotten when a failed commit loses markers.
+        self._swept: dict[int, int] = {}
         #: A snapshot is stored or on its way. ``_snapshot_stored``: one is durable; ``_snapshot_text``: one to write
         #: with the topic's next commit; ``_snapshot_in_flight``: one in the commit in flight. A failed commit loses
         #: both (their positions may name entries it lost).
@@ -137,6 +140,7 @@ class TransactionBuffer:
             del self.ongoing[txn]
         for txn in [t for t, (marker, _) in self._ending.items() if marker > last_confirmed]:
             del self._ending[txn]
+        self._swept.clear()
         if self._snapshot_in_flight or self._snapshot_text is not None:
             # Recovery starts from the snapshot stored before, if any: without one, the next transactional entry
             # stages one again.
@@ -168,6 +172,12 @@ class TransactionBuffer:
         """Commit or abort ``txn`` here; also abort older transactions of its coordinator left behind."""
         self._end_one(txn, action)
         self.low_water_marks[txn.most] = max(self.low_water_marks.get(txn.most, -1), low_water_mark)
+        if low_water_mark <= self._swept.get(txn.most, -1):
+            # Nothing below this mark can have been left behind since the last search: a transaction that starts
+            # here after it is above every mark its coordinator gave (or ends here at once, see ``appended``).
+            # Many ends in a row (a restart's timed-out transactions) would otherwise each search them all.
+            return
+        self._swept[txn.most] = low_water_mark
         for stale in [
             t for t in self.ongoing if t.most == txn.most and t.least <= low_water_mark and t not in self._ending
         ]:
