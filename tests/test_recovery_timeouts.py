@@ -108,7 +108,7 @@ def test_a_normal_timeout_still_aborts_on_its_deadline(tmp_path: Path) -> None:
 
 #: Transactions and their timeout for the server-process test: opened in about a second, expired after a short wait.
 SERVER_EXPIRED = 1500
-SERVER_TIMEOUT_MS = 4000
+SERVER_TIMEOUT_MS = 2500
 
 
 def _end_txn_answers(url: str, txns: list[tuple[int, int]]) -> list[int]:
