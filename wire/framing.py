@@ -308,6 +308,29 @@ def scan_plain_send(command: bytes) -> tuple[int, int, int | None] | None:
     size = len(command)
     if size < 8 or command[0] != 8 or command[1] != _SEND or command[2] != _TAG_COMMAND_SEND or command[3] != size - 4:
         return None
+    # What clients send most: a one-byte producer id, the sequence id, and at most a one-byte num_messages.
+    if command[4] == _TAG_PRODUCER_ID and command[5] < 128 and command[6] == _TAG_SEQUENCE_ID_OF_SEND:
+        sequence_id = command[7]
+        i = 8
+        if sequence_id > 127:
+            sequence_id &= 127
+            shift = 7
+            byte = 128
+            while i < size and i < 16:
+                byte = command[i]
+                i += 1
+                if byte < 128:
+                    break
+                sequence_id |= (byte & 127) << shift
+                shift += 7
+            if byte > 127:  # cut short, or longer than 9 bytes: the loop below decides
+                sequence_id = -1
+            else:
+                sequence_id |= byte << shift
+        if sequence_id >= 0 and (
+            i == size or (i + 2 == size and command[i] == _TAG_NUM_MESSAGES and command[i + 1] < 128)
+        ):
+            return command[5], sequence_id, None
     i = 4
     producer_id = sequence_id = highest = None
     try:
