@@ -715,6 +715,16 @@ class PulsarConnection(protocol.Protocol):
 
     def _on_plain_send(self, producer_id: int, sequence_id: int, highest: int | None, body: bytes | None) -> None:
         """A SEND outside a transaction: checked, then added to the run of its producer's SENDs."""
+        run = self._run
+        if run and self._run_txn is None and body is not None and self.producers.get(producer_id) is self._run_producer:
+            # The SEND after the first of a plain run, as most are: its producer was found ready by that first one,
+            # so :meth:`_accept_send`'s checks come down to the body's checksum and back-pressure. A SEND that fails
+            # its checksum, or would pause reading, goes through them all.
+            message = parse_body(body)
+            if message.checksum_ok and self._pending_sends < MAX_PENDING_SENDS - 1:
+                self._pending_sends += 1
+                run.append((sequence_id, NO_ID if highest is None else highest, message))
+                return
         accepted = self._accept_send(producer_id, sequence_id, body)
         if accepted is None:
             return
