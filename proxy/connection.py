@@ -315,14 +315,15 @@ class PulsarConnection(protocol.Protocol):
     def _handle_frames(self, data: bytes) -> bool:
         """Handle the frames ``data`` completes; whether it completed any."""
         frames, error = self.decoder.decode(data)
+        closed, connected = State.CLOSED, State.CONNECTED
         for item in frames:
-            if self.state is State.CLOSED:
+            if self.state is closed:
                 break
             try:
                 # The most frequent command first, with no detour through _handle; a plain SEND's command was only
                 # scanned (see wire.framing.scan_plain_send).
                 send = item.send
-                if send is not None and self.state is State.CONNECTED:
+                if send is not None and self.state is connected:
                     self._on_plain_send(*send, item.body)
                     continue
                 command = item.command
