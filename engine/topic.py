@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from engine.clock import Clock, now_ms
 from engine.cursor import Cursor
-from engine.entry import Entry
+from engine.entry import NONE_KEY, Entry
 from engine.entry_cache import CacheBudget, EntryCache
 from engine.errors import BrokerError
 from engine.ledgers import Ledgers
@@ -571,6 +571,7 @@ class Topic(ProducerHost):
         from_plain = Entry.from_plain
         staged = False
         messages = size = 0
+        entry_id = self.next_entry_id
         entries: list[Entry] = []
         rows: list[tuple[int, int, bytes]] = []
         results: list[int | BrokerError] = []
@@ -593,7 +594,14 @@ class Topic(ProducerHost):
                     store.stage_sequence(topic_id, name, highest)
                 plain = message.plain
                 if plain is not None:
-                    entry = from_plain(self.next_entry_id, body, *plain)
+                    publish_time, batch = plain
+                    if batch is None:  # a single message, as Entry.from_plain describes it
+                        entry = Entry(entry_id, body, 1, False, publish_time, NONE_KEY)
+                        messages += 1
+                    else:
+                        entry = from_plain(entry_id, body, publish_time, batch)
+                        messages += entry.num_messages
+                    rows.append((entry_id, publish_time, body))
                 else:
                     metadata = message.metadata
                     if metadata.HasField("txnid_most_bits") or metadata.HasField("txnid_least_bits"):
@@ -602,18 +610,19 @@ class Topic(ProducerHost):
                         metadata.ClearField("txnid_least_bits")
                         body = make_body(metadata, stored_payload(body))
                     # The id is taken once the entry is described: a message that cannot be must not leave a hole.
-                    entry = Entry.from_metadata(self.next_entry_id, body, metadata)
-                self.next_entry_id += 1
+                    entry = Entry.from_metadata(entry_id, body, metadata)
+                    messages += entry.num_messages
+                    rows.append((entry_id, entry.publish_time, body))
                 entries.append(entry)
-                rows.append((entry.entry_id, entry.publish_time, body))
+                results.append(entry_id)
+                entry_id += 1
                 if not staged:
                     self.broker.staged(self)
                     staged = True
-                messages += entry.num_messages
                 size += len(body)
                 txn_buffer.plain_appended()
-                results.append(entry.entry_id)
         finally:
+            self.next_entry_id = entry_id
             if entries:
                 self._cache.extend(entries, size)
                 store.stage_entries(topic_id, rows)

@@ -315,14 +315,15 @@ class PulsarConnection(protocol.Protocol):
     def _handle_frames(self, data: bytes) -> bool:
         """Handle the frames ``data`` completes; whether it completed any."""
         frames, error = self.decoder.decode(data)
+        closed, connected = State.CLOSED, State.CONNECTED
         for item in frames:
-            if self.state is State.CLOSED:
+            if self.state is closed:
                 break
             try:
                 # The most frequent command first, with no detour through _handle; a plain SEND's command was only
                 # scanned (see wire.framing.scan_plain_send).
                 send = item.send
-                if send is not None and self.state is State.CONNECTED:
+                if send is not None and self.state is connected:
                     self._on_plain_send(*send, item.body)
                     continue
                 command = item.command
@@ -715,6 +716,16 @@ class PulsarConnection(protocol.Protocol):
 
     def _on_plain_send(self, producer_id: int, sequence_id: int, highest: int | None, body: bytes | None) -> None:
         """A SEND outside a transaction: checked, then added to the run of its producer's SENDs."""
+        run = self._run
+        if run and self._run_txn is None and body is not None and self.producers.get(producer_id) is self._run_producer:
+            # The SEND after the first of a plain run, as most are: its producer was found ready by that first one,
+            # so :meth:`_accept_send`'s checks come down to the body's checksum and back-pressure. A SEND that fails
+            # its checksum, or would pause reading, goes through them all.
+            message = parse_body(body)
+            if message.checksum_ok and self._pending_sends < MAX_PENDING_SENDS - 1:
+                self._pending_sends += 1
+                run.append((sequence_id, NO_ID if highest is None else highest, message))
+                return
         accepted = self._accept_send(producer_id, sequence_id, body)
         if accepted is None:
             return

@@ -110,6 +110,15 @@ def test_tag_soup_the_scan_takes_parses(parts: list[bytes]) -> None:
     _check_taken(b"".join(parts))
 
 
+def test_each_metadata_has_its_own_publish_time() -> None:
+    """The scan reuses the last publish time it decoded while the bytes are the same (messages sent within one
+    millisecond): a new publish time, and one seen before the last, read as they are."""
+    times = [1_764_000_000_123, 1_764_000_000_123, 1_764_000_000_124, 1_764_000_000_123, 5, 0, (1 << 63) - 1]
+    for publish_time in times:
+        meta = MessageMetadata(producer_name="p", sequence_id=1, publish_time=publish_time, uncompressed_size=9)
+        assert scan_plain_metadata(meta.SerializeToString()) == (publish_time, None)
+
+
 def test_encodings_the_scan_leaves_to_the_parser() -> None:
     name = b"\x0a\x03abc"
     for data in (

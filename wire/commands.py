@@ -158,12 +158,16 @@ class ReceiptEncoder:
         serialize = self._command.SerializeToString
         header = _HEADER.pack
         frames = []
+        # A producer's SENDs give the same highest sequence id (NO_ID: none given) more often than not: it is set
+        # only when it changes.
+        last_highest = receipt.highest_sequence_id = NO_ID
         for (sequence_id, highest, _), entry_id in zip(sends, entry_ids, strict=True):
             if type(entry_id) is not int or entry_id < 0:
                 return None
             receipt.sequence_id = sequence_id
             message_id.entryId = entry_id
-            receipt.highest_sequence_id = highest
+            if highest != last_highest:
+                receipt.highest_sequence_id = last_highest = highest
             data = serialize()
             frames.append(header(len(data) + 4, len(data)))
             frames.append(data)

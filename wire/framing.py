@@ -7,6 +7,7 @@ Two frame shapes share one header ``[totalSize:u32][commandSize:u32][BaseCommand
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterator
 
@@ -25,6 +26,8 @@ MESSAGE_SIZE_FRAME_PADDING = 10 * 1024
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _HEADER = struct.Struct(">II")
+#: A normalised body's checksum and metadata size, after its magic.
+_CHECKSUM_AND_SIZE = _HEADER
 _MAGIC_CRC = _U16.pack(MAGIC_CHECKSUM)
 _MAGIC_BEM = _U16.pack(MAGIC_BROKER_ENTRY_METADATA)
 _SEND = BaseCommand.SEND
@@ -243,6 +246,21 @@ def parse_body(data: bytes) -> MessageBody:
 
     Broker entry metadata in front is skipped. A body without a checksum (protocol < 6) gets one.
     """
+    if len(data) >= 10 and data[0] == 0x0E and data[1] == 0x01:
+        # The usual body, already normalised: its checksum and metadata size read at once.
+        expected, meta_size = _CHECKSUM_AND_SIZE.unpack_from(data, 2)
+        if 10 + meta_size > len(data):
+            raise ProtocolError(f"metadata size {meta_size} exceeds the message body")
+        # A small body is cheaper to copy than to view.
+        checksum_ok = crc32c.crc32c(data[6:] if len(data) < 4096 else memoryview(data)[6:]) == expected
+        meta = data[10 : 10 + meta_size]
+        plain = scan_plain_metadata(meta)
+        if plain is not None:
+            return MessageBody(data, None, checksum_ok, plain)
+        try:
+            return MessageBody(data, MessageMetadata.FromString(meta), checksum_ok)
+        except DecodeError as exc:
+            raise ProtocolError(f"message metadata does not parse: {exc}") from None
     try:
         magic = data[:2]
         if magic == _MAGIC_BEM:
@@ -251,7 +269,6 @@ def parse_body(data: bytes) -> MessageBody:
             magic = data[:2]
         if magic == _MAGIC_CRC:
             (expected,) = _U32.unpack_from(data, 2)
-            # A small body is cheaper to copy than to view.
             checksum_ok = crc32c.crc32c(data[6:] if len(data) < 4096 else memoryview(data)[6:]) == expected
             body = data
         else:
@@ -291,6 +308,29 @@ def scan_plain_send(command: bytes) -> tuple[int, int, int | None] | None:
     size = len(command)
     if size < 8 or command[0] != 8 or command[1] != _SEND or command[2] != _TAG_COMMAND_SEND or command[3] != size - 4:
         return None
+    # What clients send most: a one-byte producer id, the sequence id, and at most a one-byte num_messages.
+    if command[4] == _TAG_PRODUCER_ID and command[5] < 128 and command[6] == _TAG_SEQUENCE_ID_OF_SEND:
+        sequence_id = command[7]
+        i = 8
+        if sequence_id > 127:
+            sequence_id &= 127
+            shift = 7
+            byte = 128
+            while i < size and i < 16:
+                byte = command[i]
+                i += 1
+                if byte < 128:
+                    break
+                sequence_id |= (byte & 127) << shift
+                shift += 7
+            if byte > 127:  # cut short, or longer than 9 bytes: the loop below decides
+                sequence_id = -1
+            else:
+                sequence_id |= byte << shift
+        if sequence_id >= 0 and (
+            i == size or (i + 2 == size and command[i] == _TAG_NUM_MESSAGES and command[i + 1] < 128)
+        ):
+            return command[5], sequence_id, None
     i = 4
     producer_id = sequence_id = highest = None
     try:
@@ -348,6 +388,22 @@ def scan_plain_metadata(meta: bytes) -> tuple[int, int | None] | None:
     """
     size = len(meta)
     i = 0
+    # The shape clients write (the producer name first, then varints only), matched at once; else the loop below.
+    if size > 1 and meta[0] == _TAG_PRODUCER_NAME and meta[1] < 128 and 2 + meta[1] <= size:
+        match = _VARINTS_OF_METADATA(meta, 2 + meta[1])
+        if match is not None:
+            publish_bytes, batch_bytes = match.groups()
+            if publish_bytes is None:
+                publish_time = 0
+            else:
+                # Messages sent within one millisecond share their publish time's bytes.
+                last = _last_publish_time
+                if publish_bytes == last[0]:
+                    publish_time = last[1]
+                else:
+                    publish_time = _varint(publish_bytes)
+                    _remember_publish_time(publish_bytes, publish_time)
+            return publish_time, None if batch_bytes is None else _varint(batch_bytes)
     publish_time = 0
     batch = None
     try:
@@ -391,3 +447,30 @@ def scan_plain_metadata(meta: bytes) -> tuple[int, int | None] | None:
     except IndexError:  # a field cut short: the parser refuses it
         return None
     return publish_time, batch
+
+
+#: A varint of at most 9 bytes (continuation bytes, then a last byte), and of at most 4.
+_VARINT_9 = rb"[\x80-\xff]{0,8}[\x00-\x7f]"
+_VARINT_4 = rb"[\x80-\xff]{0,3}[\x00-\x7f]"
+#: What follows a plain metadata's producer name: the varint fields :func:`scan_plain_metadata` takes, in any order
+#: and repeated (groups: the last ``publish_time`` and the last ``num_messages_in_batch``, as protobuf reads them).
+_VARINTS_OF_METADATA = re.compile(
+    rb"(?:[\x10\x40\x48\x60]" + _VARINT_9 + rb"|\x18(" + _VARINT_9 + rb")|\x58(" + _VARINT_4 + rb"))*",
+    re.DOTALL,
+).fullmatch
+#: The last publish time decoded, with its varint's bytes.
+_last_publish_time: tuple[bytes, int] = (b"", 0)
+
+
+def _remember_publish_time(encoded: bytes, value: int) -> None:
+    global _last_publish_time  # one tuple, replaced whole: safe to read from any thread
+    _last_publish_time = (encoded, value)
+
+
+def _varint(encoded: bytes) -> int:
+    """The value of a varint's bytes (the last without, the others with, the continuation bit)."""
+    value = shift = 0
+    for byte in encoded:
+        value |= (byte & 127) << shift
+        shift += 7
+    return value
