@@ -14,7 +14,18 @@ from typing import Any
 
 import pulsar
 
-from pulsar_txn_proxy.conformance.framework import AdminAnswer, Outcome, Run, drain, receive_n, scenario, send_all
+from pulsar_txn_proxy.conformance.framework import (
+    QUIET_MS,
+    SETTLE_S,
+    AdminAnswer,
+    Outcome,
+    Run,
+    drain,
+    receive_n,
+    scenario,
+    send_all,
+    until,
+)
 from pulsar_txn_proxy.conformance.scenarios.topic_policies import _answer, _namespace, _settled
 from pulsar_txn_proxy.conformance.scenarios.txn_coordinator import Raw, Txns
 from wire.pulsar_api_pb2 import TxnAction
@@ -222,7 +233,7 @@ def test_max_unacked_messages_on_a_consumer(run: Run) -> Outcome:
     outcome["before_ack"] = len(first)
     for message in first:
         consumer.acknowledge(message)
-    outcome["after_ack"] = len(receive_n(consumer, 2, 3000))
+    outcome["after_ack"] = len(receive_n(consumer, 2))
     stats = run.admin("GET", f"{base}/stats").body or {}
     consumers = stats.get("subscriptions", {}).get("s", {}).get("consumers", [])
     outcome["blocked_flag"] = [c.get("blockedConsumerOnUnackedMsgs") for c in consumers]
@@ -461,9 +472,25 @@ def test_max_message_size_of_a_topic(run: Run) -> Outcome:
     return outcome
 
 
+def _next_of(consumers: list[pulsar.Consumer], timeout: float) -> tuple[pulsar.Consumer, pulsar.Message] | None:
+    """The next message any of ``consumers`` gets within ``timeout`` seconds, with its consumer."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for consumer in consumers:
+            try:
+                return consumer, consumer.receive(50)
+            except pulsar.Timeout:
+                pass
+    return None
+
+
 @scenario
 def test_max_unacked_messages_on_a_subscription(run: Run) -> Outcome:
-    """A Shared subscription's consumers together get no more than its max unacked messages until they acknowledge."""
+    """A Shared subscription's consumers together get no more than its max unacked messages until they acknowledge.
+
+    Pulsar checks the limit after each read and a read may take the subscription beyond it, so the first messages go
+    one at a time, each once it has been dispatched (one entry per read), until the limit is reached and the stats
+    say the subscription is blocked; the rest, sent then, are held back until acknowledgements free it."""
     namespace = _namespace(run, "sub-unacked")
     topic, base = _plain_topic(run, namespace, "t")
     outcome: dict[str, Any] = {"set": _policy_in_force(run, base, "maxUnackedMessagesOnSubscription", 3)}
@@ -471,19 +498,32 @@ def test_max_unacked_messages_on_a_subscription(run: Run) -> Outcome:
     shared = pulsar.ConsumerType.Shared
     consumers = [client.subscribe(topic, "s", consumer_type=shared, receiver_queue_size=10) for _ in range(2)]
     producer = client.create_producer(topic, batching_enabled=False)
-    send_all(producer, [f"m{i}" for i in range(8)])
-    received = [(consumer, m) for consumer in consumers for m in drain(consumer, 1000)]
-    # Pulsar checks the limit between reads, so a read may take it beyond: what arrives first is less than all.
-    outcome["held_back"] = len(received) < 8
-    stats = run.admin("GET", f"{base}/stats").body or {}
-    outcome["blocked_flag"] = stats.get("subscriptions", {}).get("s", {}).get("blockedSubscriptionOnUnackedMsgs")
+    received = []
+    for i in range(3):
+        producer.send(f"m{i}".encode())
+        got = _next_of(consumers, SETTLE_S)
+        if got is not None:
+            received.append(got)
+    outcome["dispatched_one_at_a_time"] = len(received)
+
+    def blocked() -> Any:
+        stats = run.admin("GET", f"{base}/stats").body or {}
+        return stats.get("subscriptions", {}).get("s", {}).get("blockedSubscriptionOnUnackedMsgs")
+
+    outcome["blocked_flag"] = until(blocked, lambda flag: flag is True)
+    send_all(producer, [f"m{i}" for i in range(3, 8)])
+    # Nothing may come while the subscription is blocked (watched for QUIET_MS on each consumer).
+    outcome["held_back"] = sum(len(drain(consumer)) for consumer in consumers) == 0
+    # Acknowledgements free it: the other 5 come (the waits end as soon as they have).
     total = len(received)
-    while received:
+    while received and total < 8:
         for consumer, message in received:
             consumer.acknowledge(message)
-        received = [(consumer, m) for consumer in consumers for m in drain(consumer, 1000)]
+        received = []
+        while (got := _next_of(consumers, SETTLE_S if not received else QUIET_MS / 1000)) is not None:
+            received.append(got)
         total += len(received)
-    outcome["all_after_acks"] = total
+    outcome["all_after_acks"] = total + sum(len(drain(consumer)) for consumer in consumers)
     return outcome
 
 
@@ -501,7 +541,7 @@ def test_max_unacked_set_while_consumers_are_attached(run: Run) -> Outcome:
     outcome["before_ack"] = len(first)
     for message in first:
         consumer.acknowledge(message)
-    outcome["after_ack"] = len(receive_n(consumer, 2, 3000))
+    outcome["after_ack"] = len(receive_n(consumer, 2))
     return outcome
 
 
