@@ -523,6 +523,21 @@ def drain(
     return received
 
 
+def drain_each(sources: list[pulsar.Consumer], quiet_ms: int = QUIET_MS, expect: int = 0) -> list[list[pulsar.Message]]:
+    """What each consumer of a subscription gets, as ``drain`` does for one: the first ``expect`` messages (as many as
+    Pulsar delivers there, across them all, however it shares them out) are waited for up to ``SETTLE_S`` in all,
+    then each is drained until ``quiet_ms`` passes with none."""
+    got: list[list[pulsar.Message]] = [[] for _ in sources]
+    deadline = time.monotonic() + SETTLE_S
+    while sum(map(len, got)) < expect and time.monotonic() < deadline:
+        for index, source in enumerate(sources):
+            with contextlib.suppress(pulsar.Timeout):
+                got[index].append(source.receive(50))
+    for index, source in enumerate(sources):
+        got[index] += drain(source, quiet_ms)
+    return got
+
+
 def receive_n(source: pulsar.Consumer | pulsar.Reader, count: int) -> list[pulsar.Message]:
     """Up to ``count`` messages (as many as Pulsar delivers there), waiting at most ``SETTLE_S`` for each."""
     return drain(source, limit=count, expect=count)

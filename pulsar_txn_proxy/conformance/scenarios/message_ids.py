@@ -218,8 +218,8 @@ def test_seek_to_crafted_ids(run: Run) -> Outcome:
     higher = client.subscribe(topic, "higher", initial_position=Earliest)
     higher.seek(_crafted(ledger)["higher_ledger"])
     _singles(client, topic, ["s4", "s5", "s6", "s7", "s8"])
-    outcome["beyond_end then"] = texts(drain(beyond, QUIET_MS))
-    outcome["higher_ledger then"] = texts(drain(higher, QUIET_MS))
+    outcome["beyond_end then"] = texts(drain(beyond, QUIET_MS, expect=1))
+    outcome["higher_ledger then"] = texts(drain(higher, QUIET_MS, expect=5))
     outcome["beyond_end backlog"] = _backlog(run, topic, "beyond")
     beyond.close()
     outcome["beyond_end new consumer"] = _resubscribe_and_drain(client, topic, "beyond")
@@ -282,7 +282,7 @@ def test_redelivery_inside_batches(run: Run) -> Outcome:
                 consumer.acknowledge(message)
             time.sleep(ACKS_S)
             consumer.negative_acknowledge(received[3])
-            again = drain(consumer, 1000)
+            again = drain(consumer, 1000, expect=3)
             outcome[f"after nack {case}"] = sorted((m.data().decode(), m.redelivery_count()) for m in again)
             for message in again:
                 if message.data().decode() != "m0-3":
@@ -290,7 +290,7 @@ def test_redelivery_inside_batches(run: Run) -> Outcome:
             time.sleep(ACKS_S)
             consumer.redeliver_unacknowledged_messages()
             outcome[f"after redeliver {case}"] = sorted(
-                (m.data().decode(), m.redelivery_count()) for m in drain(consumer, 1000)
+                (m.data().decode(), m.redelivery_count()) for m in drain(consumer, 1000, expect=1)
             )
             consumer.close()
     return outcome

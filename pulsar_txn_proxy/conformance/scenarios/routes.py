@@ -229,7 +229,7 @@ def test_max_unacked_messages_on_a_consumer(run: Run) -> Outcome:
     consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=10)
     producer = client.create_producer(topic, batching_enabled=False)
     send_all(producer, [f"m{i}" for i in range(5)])
-    first = drain(consumer, 1500)
+    first = drain(consumer, 1500, expect=2)
     outcome["before_ack"] = len(first)
     for message in first:
         consumer.acknowledge(message)
@@ -537,7 +537,7 @@ def test_max_unacked_set_while_consumers_are_attached(run: Run) -> Outcome:
     outcome: dict[str, Any] = {"set": _policy_in_force(run, base, "maxUnackedMessagesOnConsumer", 2)}
     producer = client.create_producer(topic, batching_enabled=False)
     send_all(producer, [f"m{i}" for i in range(5)])
-    first = drain(consumer, 1500)
+    first = drain(consumer, 1500, expect=2)
     outcome["before_ack"] = len(first)
     for message in first:
         consumer.acknowledge(message)
@@ -554,11 +554,20 @@ def test_namespace_limits_on_a_non_persistent_topic(run: Run) -> Outcome:
         "set_max_consumers": run.admin("POST", ns + "/maxConsumersPerTopic", 1).status,
         "set_types": run.admin("POST", ns + "/subscriptionTypesEnabled", ["Exclusive", "Shared"]).status,
     }
-    time.sleep(1.0)
     client = run.client()
     topic = f"non-persistent://{namespace}/t"
     client.subscribe(topic, "a")
-    outcome["second_consumer"] = run.attempt(lambda: client.subscribe(topic, "b") and "subscribed")
+
+    def second_consumer() -> Any:
+        """A consumer on a second subscription; closed again when it is accepted (the policy may not be in force
+        yet: Pulsar applies a namespace's policies a moment after the call), so that the next try meets one."""
+        answer = run.attempt(lambda: client.subscribe(topic, "b"))
+        if "ok" in answer:
+            answer["ok"].close()
+            return {"ok": "subscribed"}
+        return answer
+
+    outcome["second_consumer"] = until(second_consumer, lambda answer: "error" in answer, every=0.5)
     other = f"non-persistent://{namespace}/other"
     failover = pulsar.ConsumerType.Failover
     outcome["failover"] = run.attempt(lambda: client.subscribe(other, "c", consumer_type=failover) and "subscribed")
