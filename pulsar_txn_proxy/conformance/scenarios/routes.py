@@ -141,6 +141,10 @@ def _plain_topic(run: Run, namespace: str, tag: str) -> tuple[str, str]:
 SET_VALUED = {"subscriptionTypesEnabled"}
 
 
+#: What Pulsar 4.2.4 answers for a removed topic policy where it is not no content (what ``_settled`` waits for).
+REMOVED: dict[str, Any] = {"subscriptionTypesEnabled": [], "schemaValidationEnforced": True}
+
+
 @scenario
 def test_every_topic_policy(run: Run) -> Outcome:
     """Each topic policy: unset (and applied: the broker's value), set, read, applied, removed; bad values."""
@@ -156,7 +160,7 @@ def test_every_topic_policy(run: Run) -> Outcome:
             "get": _settled(run, path, value, unordered=endpoint in SET_VALUED),
             "applied": _settled(run, path + "?applied=true", value, unordered=endpoint in SET_VALUED),
             "remove": run.admin("DELETE", path).status,
-            "after_remove": _settled(run, path, None if endpoint != "schemaValidationEnforced" else False),
+            "after_remove": _settled(run, path, REMOVED.get(endpoint)),
         }
     outcome["bad_values"] = [
         {"endpoint": endpoint, "value": value, "answer": run.admin(method, f"{base}/{endpoint}", value).status}
