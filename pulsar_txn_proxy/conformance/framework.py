@@ -485,26 +485,62 @@ def scenario(fn: Scenario) -> Callable[..., None]:
 
 #: How long "nothing more arrives" is watched for.
 QUIET_MS = 500
+#: How long a scenario waits for a state it expects (a message, a stats figure, a trim) before it observes what is
+#: there: generous, so that a loaded machine observes the same; a broker that never gets there only costs this wait.
+SETTLE_S = 30.0
+
+
+def until(probe: Callable[[], Any], done: Callable[[Any], bool], timeout: float = SETTLE_S, every: float = 0.1) -> Any:
+    """``probe()`` again until ``done`` holds of its value or ``timeout`` seconds have passed; its last value (what the
+    scenario observes either way, so a broker that never reaches the state still shows as different)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if done(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(every)
 
 
 def drain(
-    source: pulsar.Consumer | pulsar.Reader, quiet_ms: int = QUIET_MS, limit: int = 10_000, first_ms: int = 0
+    source: pulsar.Consumer | pulsar.Reader,
+    quiet_ms: int = QUIET_MS,
+    limit: int = 10_000,
+    first_ms: int = 0,
+    expect: int = 0,
 ) -> list[pulsar.Message]:
     """Every message a consumer or reader gets until ``quiet_ms`` passes with none (``first_ms``, if longer, for the
-    first: a consumer that has just subscribed to a busy broker may wait longer for its first dispatch)."""
+    first: a consumer that has just subscribed to a busy broker may wait longer for its first dispatch). The first
+    ``expect`` messages (as many as Pulsar delivers there) are each waited for up to ``SETTLE_S``: a loaded machine's
+    pause between two of them does not end the drain early, and a broker that delivers fewer still shows fewer."""
     receive = source.read_next if isinstance(source, pulsar.Reader) else source.receive
     received: list[pulsar.Message] = []
     while len(received) < limit:
+        wait_ms = int(SETTLE_S * 1000) if len(received) < expect else quiet_ms if received else max(quiet_ms, first_ms)
         try:
-            received.append(receive(quiet_ms if received else max(quiet_ms, first_ms)))
+            received.append(receive(wait_ms))
         except pulsar.Timeout:
             break
     return received
 
 
-def receive_n(source: pulsar.Consumer | pulsar.Reader, count: int, timeout_ms: int = 5000) -> list[pulsar.Message]:
-    """Up to ``count`` messages, waiting at most ``timeout_ms`` for each."""
-    return drain(source, timeout_ms, count)
+def drain_each(sources: list[pulsar.Consumer], quiet_ms: int = QUIET_MS, expect: int = 0) -> list[list[pulsar.Message]]:
+    """What each consumer of a subscription gets, as ``drain`` does for one: the first ``expect`` messages (as many as
+    Pulsar delivers there, across them all, however it shares them out) are waited for up to ``SETTLE_S`` in all,
+    then each is drained until ``quiet_ms`` passes with none."""
+    got: list[list[pulsar.Message]] = [[] for _ in sources]
+    deadline = time.monotonic() + SETTLE_S
+    while sum(map(len, got)) < expect and time.monotonic() < deadline:
+        for index, source in enumerate(sources):
+            with contextlib.suppress(pulsar.Timeout):
+                got[index].append(source.receive(50))
+    for index, source in enumerate(sources):
+        got[index] += drain(source, quiet_ms)
+    return got
+
+
+def receive_n(source: pulsar.Consumer | pulsar.Reader, count: int) -> list[pulsar.Message]:
+    """Up to ``count`` messages (as many as Pulsar delivers there), waiting at most ``SETTLE_S`` for each."""
+    return drain(source, limit=count, expect=count)
 
 
 def texts(messages: list[pulsar.Message]) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any
 import pulsar
 
 import pulsar_txn
-from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.framework import SETTLE_S, Outcome, Run, scenario
 
 CLIENTS: dict[str, ModuleType] = {"official": pulsar, "pulsar_txn": pulsar_txn}
 
@@ -33,12 +33,14 @@ def _client(run: Run, module: ModuleType) -> Any:
     return client
 
 
-def _drain(module: ModuleType, source: Any, quiet_ms: int = 700) -> list[Any]:
+def _drain(module: ModuleType, source: Any, quiet_ms: int = 700, expect: int = 0) -> list[Any]:
+    """Until ``quiet_ms`` passes with nothing; the first ``expect`` (as many as Pulsar delivers there) are each waited
+    for up to ``SETTLE_S``, so that a loaded machine observes the same."""
     receive = source.read_next if hasattr(source, "read_next") else source.receive
     got = []
     while True:
         try:
-            got.append(receive(quiet_ms))
+            got.append(receive(int(SETTLE_S * 1000) if len(got) < expect else quiet_ms))
         except module.Timeout:
             return got
 
@@ -74,7 +76,7 @@ def _basics(run: Run, pulsar: ModuleType, label: str) -> Outcome:
     consumer.acknowledge(got[1].message_id())
     consumer.close()
     again = client.subscribe(topic, "s")
-    back = _drain(pulsar, again)
+    back = _drain(pulsar, again, expect=4)
     return {
         "texts": _texts(got),
         "keys": [m.partition_key() for m in got],
@@ -111,7 +113,7 @@ def _batches(run: Run, pulsar: ModuleType, label: str) -> Outcome:
             consumer.negative_acknowledge(msg)
         else:
             consumer.acknowledge(msg)
-    back = _drain(pulsar, consumer, 1500)  # the whole batch: none of it was acknowledged on the broker
+    back = _drain(pulsar, consumer, 1500, expect=10)  # the whole batch: none of it was acknowledged on the broker
     for msg in back:
         consumer.acknowledge(msg)
     return {
@@ -150,9 +152,9 @@ def _partitions(run: Run, pulsar: ModuleType, label: str) -> Outcome:
         "partitions": [p.rsplit("-", 1)[-1] for p in client.get_topic_partitions(topic)],
         "one_partition_per_key": all(len(p) == 1 for p in by_key.values()),
         "unkeyed_spread": len(unkeyed),
-        "all": sorted(_texts(_drain(pulsar, consumer))),
-        "regex": sorted(_texts(_drain(pulsar, pattern))),
-        "listed_count": len(_drain(pulsar, listed)) < 30,
+        "all": sorted(_texts(_drain(pulsar, consumer, expect=30))),
+        "regex": sorted(_texts(_drain(pulsar, pattern, expect=30))),
+        "listed_count": len(_drain(pulsar, listed, expect=16)) < 30,
     }
 
 
@@ -168,16 +170,16 @@ def _seek_and_readers(run: Run, pulsar: ModuleType, label: str) -> Outcome:
     producer = client.create_producer(topic)
     ids = [producer.send(f"m{i}".encode()) for i in range(6)]
     consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-    first = _texts(_drain(pulsar, consumer))
+    first = _texts(_drain(pulsar, consumer, expect=6))
     consumer.seek(ids[3])
-    after_seek = _texts(_drain(pulsar, consumer))
+    after_seek = _texts(_drain(pulsar, consumer, expect=2))
     consumer.seek(pulsar.MessageId.earliest)
-    after_earliest = _texts(_drain(pulsar, consumer))
+    after_earliest = _texts(_drain(pulsar, consumer, expect=6))
     readers = {}
     for name, start, inclusive in (("exclusive", ids[2], False), ("inclusive", ids[2], True),
                                    ("earliest", pulsar.MessageId.earliest, False)):
         reader = client.create_reader(topic, start, start_message_id_inclusive=inclusive)
-        readers[name] = _texts(_drain(pulsar, reader))
+        readers[name] = _texts(_drain(pulsar, reader, expect=3))
     latest = client.create_reader(topic, pulsar.MessageId.latest)
     before = latest.has_message_available()
     producer.send(b"new")
@@ -188,7 +190,7 @@ def _seek_and_readers(run: Run, pulsar: ModuleType, label: str) -> Outcome:
         "after_earliest": after_earliest,
         "readers": readers,
         "latest_available": [before, latest.has_message_available()],
-        "latest_reads": _texts(_drain(pulsar, latest)),
+        "latest_reads": _texts(_drain(pulsar, latest, expect=1)),
         "unsubscribe": _error(consumer.unsubscribe),
     }
 
@@ -269,7 +271,7 @@ def _failover_and_key_shared(run: Run, pulsar: ModuleType, label: str) -> Outcom
     by_first, by_second = _texts(_drain(pulsar, first, 2500)), _texts(_drain(pulsar, second, 2500))
     active, standby = (first, second) if by_first else (second, first)
     active.close()  # nothing acknowledged: the standby takes over and gets everything again
-    taken_over = _drain(pulsar, standby, 2500)
+    taken_over = _drain(pulsar, standby, 2500, expect=6)
     keyed = run.topic(f"keyshared-{label}")
     policy = pulsar.ConsumerKeySharedPolicy(pulsar.KeySharedMode.AutoSplit)
     ks = [client.subscribe(keyed, "k", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name=name,
@@ -281,7 +283,7 @@ def _failover_and_key_shared(run: Run, pulsar: ModuleType, label: str) -> Outcom
     orders: dict[str, list[int]] = {}
     total = 0
     for index, consumer in enumerate(ks):
-        for msg in _drain(pulsar, consumer):
+        for msg in _drain(pulsar, consumer, expect=10):
             total += 1
             owners.setdefault(msg.partition_key(), set()).add(index)
             orders.setdefault(msg.partition_key(), []).append(int(msg.data()[1:]))
@@ -340,14 +342,14 @@ def _sticky_key_shared(run: Run, pulsar: ModuleType, label: str) -> Outcome:
     producer = client.create_producer(topic)
     for i in range(40):
         producer.send(f"v{i}".encode(), partition_key=f"key-{i % 8}")
-    got: dict[str, list[Any]] = {"low": _drain(pulsar, low), "high": _drain(pulsar, high)}
+    got: dict[str, list[Any]] = {"low": _drain(pulsar, low, expect=20), "high": _drain(pulsar, high, expect=20)}
     for name, consumer in (("low", low), ("high", high)):
         for msg in got[name]:
             consumer.acknowledge(msg)
     high.close()  # its hash range has no consumer now: those keys wait
     for i in range(40, 48):
         producer.send(f"v{i}".encode(), partition_key=f"key-{i % 8}")
-    later = _drain(pulsar, low)
+    later = _drain(pulsar, low, expect=4)
     return {
         "policies": policies,
         "refused": refused,
@@ -382,7 +384,7 @@ def _cumulative_redeliver_batch_receive(run: Run, pulsar: ModuleType, label: str
     got = [consumer.receive(5000) for _ in range(10)]
     consumer.acknowledge_cumulative(got[4])
     consumer.redeliver_unacknowledged_messages()
-    redelivered = _drain(pulsar, consumer)
+    redelivered = _drain(pulsar, consumer, expect=5)
     consumer.acknowledge_cumulative(redelivered[-1].message_id())
     consumer.close()
     batched = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=200)
@@ -410,7 +412,7 @@ def _cumulative_redeliver_batch_receive(run: Run, pulsar: ModuleType, label: str
         "redelivery_counts": [m.redelivery_count() for m in redelivered],
         "batch_indexes": [m.message_id().batch_index() for m in in_batch],
         "after_cumulative_in_batch": batches,
-        "fresh_subscription": _texts(_drain(pulsar, fresh)),
+        "fresh_subscription": _texts(_drain(pulsar, fresh, expect=1)),
     }
 
 
@@ -435,7 +437,7 @@ def _producer_options(run: Run, pulsar: ModuleType, label: str) -> Outcome:
         "sequence_ids": [before, named.last_sequence_id()],
         "same_name_again": _error(lambda: client.create_producer(topic, producer_name=name)),
         "generated_name": bool(client.create_producer(topic).producer_name()),
-        "received_from": [m.producer_name() == name for m in _drain(pulsar, consumer)],
+        "received_from": [m.producer_name() == name for m in _drain(pulsar, consumer, expect=2)],
     }
     exclusive_topic = run.topic(f"exclusive-{label}")
     client.create_producer(exclusive_topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
@@ -449,7 +451,7 @@ def _producer_options(run: Run, pulsar: ModuleType, label: str) -> Outcome:
         sender.send_async(b"z" * 3000, None)
         sender.send_async(b"small", None)
         sender.flush()
-        compressed[kind] = [len(m.data()) for m in _drain(pulsar, reader)]
+        compressed[kind] = [len(m.data()) for m in _drain(pulsar, reader, expect=2)]
     outcome["compressed"] = compressed
     parts = run.partitioned_topic(f"routed-{label}", 3)
     routes = {}
@@ -482,12 +484,12 @@ def _message_ids(run: Run, pulsar: ModuleType, label: str) -> Outcome:
         batched.send_async(f"b{i}".encode(), None)
     batched.flush()
     consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-    got = _drain(pulsar, consumer)
+    got = _drain(pulsar, consumer, expect=7)
     restored = [pulsar.MessageId.deserialize(m.message_id().serialize()) for m in got]
     consumer.seek(restored[1])
-    after_seek = _texts(_drain(pulsar, consumer))
+    after_seek = _texts(_drain(pulsar, consumer, expect=5))
     consumer.seek(got[2].publish_timestamp())
-    after_time_seek = _texts(_drain(pulsar, consumer))
+    after_time_seek = _texts(_drain(pulsar, consumer, expect=5))
     reader = client.create_reader(topic, restored[5])
     earliest_bytes = pulsar.MessageId.deserialize(pulsar.MessageId.earliest.serialize())
     latest_bytes = pulsar.MessageId.deserialize(pulsar.MessageId.latest.serialize())
@@ -498,12 +500,14 @@ def _message_ids(run: Run, pulsar: ModuleType, label: str) -> Outcome:
         "ordered": [restored[i] < restored[i + 1] for i in range(len(restored) - 1)],
         "after_seek": after_seek,
         "after_time_seek": after_time_seek,
-        "reader_from_batch_index": _texts(_drain(pulsar, reader)),
+        "reader_from_batch_index": _texts(_drain(pulsar, reader, expect=1)),
         "earliest_round_trip": [earliest_bytes.ledger_id(), earliest_bytes.entry_id()] == [
             pulsar.MessageId.earliest.ledger_id(), pulsar.MessageId.earliest.entry_id()],
         "latest_round_trip": [latest_bytes.ledger_id(), latest_bytes.entry_id()] == [
             pulsar.MessageId.latest.ledger_id(), pulsar.MessageId.latest.entry_id()],
-        "earliest_reader_first": _texts(_drain(pulsar, client.create_reader(topic, pulsar.MessageId.earliest)))[:1],
+        "earliest_reader_first": _texts(
+            _drain(pulsar, client.create_reader(topic, pulsar.MessageId.earliest), expect=1)
+        )[:1],
     }
 
 
@@ -754,7 +758,7 @@ def _batch_index_acks(run: Run, pulsar: ModuleType, label: str) -> Outcome:
         time.sleep(0.5)  # the clients group acknowledgements for 100 ms
         consumer.close()
         again = client.subscribe(topic, "s", batch_index_ack_enabled=True)
-        back = _drain(pulsar, again)
+        back = _drain(pulsar, again, expect=5)
         outcome[case] = {"batch_indexes": [m.message_id().batch_index() for m in got], "back": _texts(back),
                          "back_indexes": [m.message_id().batch_index() for m in back]}
     return outcome
@@ -793,13 +797,13 @@ def _held_send(run: Run, pulsar: ModuleType, label: str, policy: str, send_timeo
         time.sleep(0.05)
     case["async"] = results
     case["connected_while_held"] = producer.is_connected()
-    received = _drain(pulsar, consumer, 1000)
+    received = _drain(pulsar, consumer, 1000, expect=20)
     consumer.acknowledge_cumulative(received[-1])  # no backlog: the next reconnection is accepted
     deadline, sent = time.monotonic() + 30, "not sent"
     while sent != "ok" and time.monotonic() < deadline:
         sent = _error(lambda: producer.send(b"after"))
     case["after"] = sent
-    case["received"] = [t for t in _texts(received) + _texts(_drain(pulsar, consumer, 1000)) if "x" not in t]
+    case["received"] = [t for t in _texts(received) + _texts(_drain(pulsar, consumer, 1000, expect=1)) if "x" not in t]
     return case
 
 
@@ -849,7 +853,7 @@ def test_transactions_commit_abort_and_acknowledge(run: Run) -> Outcome:
     consumer.acknowledge(received[1], txn=undone)
     acker.commit()
     undone.abort()
-    back = _texts(_drain(pulsar_txn, consumer))
+    back = _texts(_drain(pulsar_txn, consumer, expect=1))
     return {
         "before_commit": before,
         "after_commit": _texts(received),
@@ -883,7 +887,7 @@ def test_transaction_state_checks(run: Run) -> Outcome:
             raise KeyError("x")
     except KeyError:
         pass
-    outcome["seen"] = _texts(_drain(pulsar_txn, observer))
+    outcome["seen"] = _texts(_drain(pulsar_txn, observer, expect=1))
     return outcome
 
 
@@ -942,7 +946,7 @@ def test_an_abort_in_a_consume_transform_produce_loop(run: Run) -> Outcome:
         else:
             txn.commit()
             committed.append(msg.data().decode())
-    outputs = _texts(_drain(pulsar_txn, observer))
+    outputs = _texts(_drain(pulsar_txn, observer, expect=60))
     return {
         "committed_once": sorted(committed) == [f"m{i:02d}" for i in range(60)],
         "outputs_once": sorted(outputs) == [f"m{i:02d}" for i in range(60)],

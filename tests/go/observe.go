@@ -25,6 +25,9 @@ const (
 	sendTimeout = 5 * time.Second
 	// wait bounds a single client call that takes a context.
 	wait = 15 * time.Second
+	// settle is how long expected messages are waited for (the wait ends once they are all in): generous, so that
+	// a loaded machine observes the same; a broker that delivers fewer only costs this wait.
+	settle = 30 * time.Second
 )
 
 // observations is what a scenario saw, by name; safe for the deadline's goroutine to read.

@@ -58,7 +58,7 @@ func produceConsume(r *run, args []string) error {
 		return err
 	}
 	r.obs.put("send_ids", positions(ids))
-	got := receive(consumer, 10, 10*time.Second)
+	got := receive(consumer, 10, settle)
 	r.obs.put("received", deliveries(got))
 	r.obs.put("extra", deliveries(within(consumer, extra)))
 	errs := make([]error, len(got))
@@ -148,7 +148,7 @@ func txnProduce(r *run, args []string) error {
 	r.obs.put("end_error", outcome(end(txn, commit)))
 	r.obs.put("txn_state", txn.GetState().String())
 	if commit {
-		r.obs.put("after_end", deliveries(receive(consumer, 5, 10*time.Second)))
+		r.obs.put("after_end", deliveries(receive(consumer, 5, settle)))
 	} else {
 		r.obs.put("after_end", deliveries(within(consumer, quiet)))
 	}
@@ -159,7 +159,7 @@ func txnProduce(r *run, args []string) error {
 	if _, err := sendAll(fresh, nil, "p-0", "p-1"); err != nil {
 		return err
 	}
-	r.obs.put("plain_after", deliveries(receive(consumer, 2, 10*time.Second)))
+	r.obs.put("plain_after", deliveries(receive(consumer, 2, settle)))
 	r.obs.put("extra", deliveries(within(consumer, extra)))
 	return nil
 }
@@ -204,7 +204,7 @@ func txnAckAbort(r *run, args []string) error {
 	if _, err := sendAll(producer, nil, payloads("m", 10)...); err != nil {
 		return err
 	}
-	first := receive(consumer, 10, 10*time.Second)
+	first := receive(consumer, 10, settle)
 	r.obs.put("first_received", deliveries(first))
 	txn1, err := r.newTxn()
 	if err != nil {
@@ -213,7 +213,7 @@ func txnAckAbort(r *run, args []string) error {
 	r.obs.put("txn1_ack_errors", ackAllWithTxn(consumer, first, txn1))
 	r.obs.put("before_abort", deliveries(within(consumer, quiet)))
 	r.obs.put("abort_error", outcome(end(txn1, false)))
-	again := receive(consumer, 10, 5*time.Second)
+	again := receive(consumer, 10, settle)
 	r.obs.put("after_abort", deliveries(again))
 	r.obs.put("after_abort_extra", deliveries(within(consumer, extra)))
 	txn2, err := r.newTxn()
@@ -270,7 +270,7 @@ func failoverTxnAcks(r *run, args []string) error {
 	if _, err := sendAll(producer, nil, payloads("f", 5)...); err != nil {
 		return err
 	}
-	first := receive(consumer, 5, 10*time.Second)
+	first := receive(consumer, 5, settle)
 	r.obs.put("first_received", deliveries(first))
 	if len(first) < 2 {
 		return fmt.Errorf("received %d of 5 messages", len(first))
@@ -313,7 +313,7 @@ func seek(r *run, args []string) error {
 		return err
 	}
 	r.obs.put("send_ids", positions(ids))
-	got := receive(consumer, 10, 10*time.Second)
+	got := receive(consumer, 10, settle)
 	errs := make([]error, len(got))
 	for i, m := range got {
 		errs[i] = consumer.Ack(m)
@@ -337,7 +337,7 @@ func seek(r *run, args []string) error {
 	if _, err := sendAll(producer, nil, "new"); err != nil {
 		return err
 	}
-	r.obs.put("new_after_seek", deliveries(receive(consumer, 1, 10*time.Second)))
+	r.obs.put("new_after_seek", deliveries(receive(consumer, 1, settle)))
 	return nil
 }
 
@@ -398,7 +398,7 @@ func sendBatchAndReceive(r *run, topic string, spec consumerSpec) (batchReceived
 		return batchReceived{}, err
 	}
 	r.obs.put("send_ids", positions(ids))
-	got := receive(consumer, batchSize, 10*time.Second)
+	got := receive(consumer, batchSize, settle)
 	r.obs.put("received", deliveries(got))
 	return batchReceived{consumer, got}, nil
 }
@@ -503,7 +503,7 @@ func txnChunkAck(r *run, args []string) error {
 	r.obs.put("send_error", outcome(err))
 	r.obs.put("message_id_type", fmt.Sprintf("%T", id))
 	r.obs.put("commit_error", outcome(end(txn, true)))
-	first := receive(consumer, 1, 10*time.Second)
+	first := receive(consumer, 1, settle)
 	r.obs.put("first_sizes", sizes(first))
 	txn2, err := r.newTxn()
 	if err != nil {
@@ -516,7 +516,7 @@ func txnChunkAck(r *run, args []string) error {
 	if err != nil {
 		return err
 	}
-	again := receive(consumer, 1, 10*time.Second)
+	again := receive(consumer, 1, settle)
 	r.obs.put("again_sizes", sizes(again))
 	txn3, err := r.newTxn()
 	if err != nil {

@@ -169,11 +169,11 @@ def test_subscription_admin(run: Run) -> Outcome:
     stats = (run.admin("GET", f"{NS}/{name}/stats").body or {}).get("subscriptions", {})
     outcome["backlogs"] = {s: v.get("msgBacklog") for s, v in sorted(stats.items())}
     consumer = client.subscribe(topic, "sub")
-    outcome["after_skip"] = texts(drain(consumer))
+    outcome["after_skip"] = texts(drain(consumer, expect=4))
     consumer.close()
     outcome["reset_to_0"] = _status(run.admin("POST", f"{base}/sub/resetcursor/0"))
     consumer = client.subscribe(topic, "sub")
-    outcome["after_reset"] = texts(drain(consumer))
+    outcome["after_reset"] = texts(drain(consumer, expect=6))
     consumer.close()
     outcome["clear_backlog"] = _status(run.admin("POST", f"{base}/sub/skip_all"))
     stats = (run.admin("GET", f"{NS}/{name}/stats").body or {}).get("subscriptions", {})
@@ -204,7 +204,7 @@ def test_terminate_and_last_message_id(run: Run) -> Outcome:
         and terminated.body.get("entryId") == last.get("entryId"),
         "send_after_terminate": run.attempt(lambda: producer.send(b"c") and "sent"),
         "new_producer": run.attempt(lambda: client.create_producer(topic) and "created"),
-        "consumed": texts(drain(consumer)),
+        "consumed": texts(drain(consumer, expect=2)),
     }
 
 

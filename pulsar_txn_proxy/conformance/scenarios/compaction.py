@@ -65,13 +65,13 @@ def test_compaction_keeps_the_latest_message_of_each_key(run: Run) -> Outcome:
     outcome: dict[str, Any] = {"status_before": run.admin("GET", f"{path}/compaction").body}
     outcome["compaction"] = _compact(run, path)
     reader = _compacted(client, topic)
-    outcome["compacted"] = [run.msg(m) for m in drain(reader)]
+    outcome["compacted"] = [run.msg(m) for m in drain(reader, expect=3)]
     outcome["compacted_has_more"] = reader.has_message_available()
-    outcome["plain"] = texts(drain(client.create_reader(topic, pulsar.MessageId.earliest)))
+    outcome["plain"] = texts(drain(client.create_reader(topic, pulsar.MessageId.earliest), expect=7))
     consumer = client.subscribe(topic, run.name("sub"), initial_position=Earliest, is_read_compacted=True)
-    outcome["consumer"] = texts(drain(consumer))
+    outcome["consumer"] = texts(drain(consumer, expect=3))
     _send(producer, [("a", "a3"), ("c", "")])
-    outcome["compacted_then_new"] = texts(drain(_compacted(client, topic)))
+    outcome["compacted_then_new"] = texts(drain(_compacted(client, topic), expect=5))
     outcome["shared_read_compacted"] = run.attempt(
         lambda: client.subscribe(
             topic, run.name("shared"), consumer_type=pulsar.ConsumerType.Shared, is_read_compacted=True
@@ -98,7 +98,7 @@ def test_compaction_again_reads_the_previous_view_and_what_came_after(run: Run) 
     _send(producer, [("y", "y2"), ("z", "z1"), ("x", "")])
     outcome["second"] = _compact(run, path)
     reader = _compacted(client, topic)
-    outcome["compacted"] = [run.msg(m) for m in drain(reader)]
+    outcome["compacted"] = [run.msg(m) for m in drain(reader, expect=2)]
     # The last message deleted its key: a reader of the compacted view has nothing more to wait for.
     outcome["compacted_has_more"] = reader.has_message_available()
     outcome["compacted_ledger_entries"] = _ledger_entries(run, path)
@@ -132,8 +132,8 @@ def test_compaction_of_batches(run: Run) -> Outcome:
         producer.flush()
         outcome[name] = {
             "compaction": _compact(run, path),
-            "compacted": [run.msg(m) for m in drain(_compacted(client, topic))],
-            "plain": texts(drain(client.create_reader(topic, pulsar.MessageId.earliest))),
+            "compacted": [run.msg(m) for m in drain(_compacted(client, topic), expect=6)],
+            "plain": texts(drain(client.create_reader(topic, pulsar.MessageId.earliest), expect=6)),
             "compacted_ledger_entries": _ledger_entries(run, path),
         }
     return outcome
@@ -165,7 +165,7 @@ def test_compaction_after_transactions(run: Run) -> Outcome:
         # Sorted: the Java client may send a transaction's first messages in either order (it sends them once the
         # partition is registered, as their futures complete), so what is kept is compared, not where.
         result["compacted"] = sorted(
-            [m.partition_key(), m.data().decode()] for m in drain(_compacted(run.client(), topic))
+            [m.partition_key(), m.data().decode()] for m in drain(_compacted(run.client(), topic), expect=3)
         )
         result["removed_events"] = _removed_events(run, path)
         if mode == "unbatched":

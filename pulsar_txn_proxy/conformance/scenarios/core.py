@@ -79,7 +79,7 @@ def test_partitioned_topic_routing(run: Run) -> Outcome:
     producer = client.create_producer(topic, batching_enabled=False)
     keyed = [producer.send(f"k-{key}-{i}".encode(), partition_key=key) for i in range(2) for key in "abcd"]
     plain = send_all(producer, [f"p{i}" for i in range(6)])
-    got = drain(consumer, 1000)
+    got = drain(consumer, 1000, expect=14)
     per_partition: dict[str, list[str]] = {}
     for msg in got:
         per_partition.setdefault(msg.topic_name().rsplit("-", 1)[-1], []).append(msg.data().decode())
@@ -152,7 +152,7 @@ def test_negative_ack_redelivers(run: Run) -> Outcome:
     consumer.acknowledge(first[0])
     consumer.negative_acknowledge(first[1])
     consumer.acknowledge(first[2])
-    again = receive_n(consumer, 1, 3000)
+    again = receive_n(consumer, 1)
     for msg in again:
         consumer.acknowledge(msg)
     return {"first": [run.msg(m) for m in first], "again": [run.msg(m) for m in again], "extra": texts(drain(consumer))}
@@ -171,7 +171,7 @@ def test_unacked_messages_go_to_next_consumer(run: Run) -> Outcome:
     consumer.acknowledge(got[2])
     consumer.close()
     second = client.subscribe(topic, "sub", initial_position=Earliest)
-    later = drain(second)
+    later = drain(second, expect=2)
     return {"first": texts(got), "second": [run.msg(m) for m in later]}
 
 
@@ -189,7 +189,7 @@ def test_cumulative_ack_and_resubscribe(run: Run) -> Outcome:
     again = client.subscribe(topic, "sub", initial_position=Earliest)
     shared = client.subscribe(topic, run.name("shared-sub"), consumer_type=Shared, initial_position=Earliest)
     shared_cumulative = run.attempt(lambda: shared.acknowledge_cumulative(receive_n(shared, 1)[0]) or "acked")
-    return {"after_resubscribe": texts(drain(again)), "shared_cumulative_ack": shared_cumulative}
+    return {"after_resubscribe": texts(drain(again, expect=2)), "shared_cumulative_ack": shared_cumulative}
 
 
 @scenario
@@ -202,7 +202,7 @@ def test_initial_positions_and_unsubscribe(run: Run) -> Outcome:
     latest = client.subscribe(topic, "latest-sub")
     earliest = client.subscribe(topic, "earliest-sub", initial_position=Earliest)
     send_all(producer, ["new0"])
-    latest_got = texts(drain(latest))
+    latest_got = texts(drain(latest, expect=1))
     earliest_got = receive_n(earliest, 3)
     earliest.acknowledge_cumulative(earliest_got[-1])
     earliest.unsubscribe()
@@ -210,7 +210,7 @@ def test_initial_positions_and_unsubscribe(run: Run) -> Outcome:
     return {
         "latest": latest_got,
         "earliest": texts(earliest_got),
-        "after_unsubscribe": texts(drain(resubscribed)),
+        "after_unsubscribe": texts(drain(resubscribed, expect=3)),
     }
 
 
@@ -233,7 +233,7 @@ def test_compression_codecs(run: Run) -> Outcome:
                 producer.send_async((f"{codec}-{batched}-{i}-" + "x" * 200).encode(), None)
             producer.flush()
             producer.close()
-    got = drain(consumer)
+    got = drain(consumer, expect=24)
     return {"received": [m.data().decode()[:20] for m in got], "sizes": sorted({len(m.data()) for m in got})}
 
 
@@ -279,10 +279,10 @@ def test_delayed_delivery(run: Run) -> Outcome:
     producer.send(b"later", deliver_after=datetime.timedelta(seconds=4))
     producer.send(b"soon", deliver_after=datetime.timedelta(milliseconds=100))
     producer.send(b"now")
-    early = {name: texts(drain(c, 300)) for name, c in subs.items()}
+    early = {name: texts(drain(c, 300, expect=2)) for name, c in subs.items()}
     # Key_Shared may hand out a message with a delivery time (even a past one) after later plain ones.
     early["key_shared"] = sorted(early["key_shared"])
-    late = {name: texts(receive_n(subs[name], 1, 6000)) for name in ("shared", "key_shared")}
+    late = {name: texts(receive_n(subs[name], 1)) for name in ("shared", "key_shared")}
     return {"early": early, "late": late, "extra": {name: texts(drain(c, 300)) for name, c in subs.items()}}
 
 
@@ -299,7 +299,7 @@ def test_last_message_id_and_availability(run: Run) -> Outcome:
     sent = send_all(producer, ["a", "b"])
     last = consumer.get_last_message_id()
     available = reader.has_message_available()
-    read = texts(drain(reader))
+    read = texts(drain(reader, expect=2))
     return {
         "empty_last": run.mid(empty_last, topic),
         "empty_available": empty_available,
@@ -340,7 +340,7 @@ def test_many_producers_one_topic(run: Run) -> Outcome:
     for i in range(4):
         for n, producer in enumerate(producers):
             producer.send(f"p{n}-{i}".encode())
-    got = texts(drain(consumer))
+    got = texts(drain(consumer, expect=12))
     return {
         "count": len(got),
         "per_producer": {f"p{n}": [x for x in got if x.startswith(f"p{n}-")] for n in range(3)},
@@ -358,7 +358,7 @@ def test_chunked_large_message(run: Run) -> Outcome:
     payload = bytes(range(256)) * (6 * 1024 * 4)
     sent = producer.send(payload)
     producer.send(b"after")
-    got = receive_n(consumer, 2, 10_000)
+    got = receive_n(consumer, 2)
     return {
         "sizes": [len(m.data()) for m in got],
         "intact": bool(got) and got[0].data() == payload,
@@ -397,7 +397,7 @@ def test_dead_letter_topic(run: Run) -> Outcome:
         else:
             poison_id = str(msg.message_id())
             consumer.negative_acknowledge(msg)
-    letters = drain(dead, 2000)
+    letters = drain(dead, 2000, expect=1)
     return {
         "deliveries": sorted(deliveries, key=lambda d: (d["data"], d["redelivered"])),
         "dead_letters": [m.data().decode() for m in letters],
@@ -471,8 +471,8 @@ def test_non_persistent_acks_and_admin(run: Run) -> Outcome:
     return {
         "redelivered": again,
         "seeks": seeks,
-        "after_shared": texts(drain(shared)),
-        "after_exclusive": texts(drain(exclusive)),
+        "after_shared": texts(drain(shared, expect=1)),
+        "after_exclusive": texts(drain(exclusive, expect=1)),
         "admin": admin,
     }
 

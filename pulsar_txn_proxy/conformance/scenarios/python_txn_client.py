@@ -27,7 +27,7 @@ from pulsar_txn import (
     Timeout,
     TxnId,
 )
-from pulsar_txn_proxy.conformance.framework import Outcome, Run, scenario
+from pulsar_txn_proxy.conformance.framework import SETTLE_S, Outcome, Run, scenario
 from pulsar_txn_proxy.conformance.harness import run_scenario
 from pulsar_txn_proxy.conformance.harness_observations import normalise_observations as _normalise
 from pulsar_txn_proxy.conformance.harness_observations import unordered as _unordered
@@ -39,11 +39,13 @@ def _client(run: Run) -> Client:
     return client
 
 
-def _drain(consumer: Consumer, quiet_ms: int = 700) -> list[Message]:
+def _drain(consumer: Consumer, quiet_ms: int = 700, expect: int = 0) -> list[Message]:
+    """Until ``quiet_ms`` passes with nothing; the first ``expect`` (as many as Pulsar delivers there) are each waited
+    for up to ``SETTLE_S``."""
     got = []
     while True:
         try:
-            got.append(consumer.receive(quiet_ms))
+            got.append(consumer.receive(int(SETTLE_S * 1000) if len(got) < expect else quiet_ms))
         except Timeout:
             return got
 
@@ -77,7 +79,7 @@ def test_sends_in_a_transaction_appear_at_commit_and_never_after_abort(run: Run)
     kept.commit()
     dropped.abort()
     producer.send(b"plain")
-    after = _drain(consumer)
+    after = _drain(consumer, expect=3)
     return {
         "before_commit": before,
         "after": _texts(after),
@@ -98,7 +100,7 @@ def test_acknowledgements_in_a_transaction_count_at_commit_and_come_back_after_a
     consumer = client.subscribe(topic, sub, initial_position=InitialPosition.Earliest)
     for i in range(3):
         producer.send(f"m{i}".encode())
-    received = [consumer.receive(5000) for _ in range(3)]
+    received = [consumer.receive(int(SETTLE_S * 1000)) for _ in range(3)]
     committed, aborted = client.new_transaction(60_000), client.new_transaction(60_000)
     consumer.acknowledge(received[0], txn=committed)
     consumer.acknowledge(received[1], txn=aborted)
@@ -108,7 +110,7 @@ def test_acknowledgements_in_a_transaction_count_at_commit_and_come_back_after_a
     aborted.abort()
     consumer.close()
     again = client.subscribe(topic, sub, initial_position=InitialPosition.Earliest)
-    back = _drain(again)
+    back = _drain(again, expect=1)
     return {"received": _texts(received), "conflict": conflict, "after_abort": _texts(back)}
 
 
@@ -124,7 +126,7 @@ def test_a_cumulative_acknowledgement_in_a_transaction(run: Run) -> Outcome:
     outcome: dict[str, Any] = {}
     for label in ("aborted", "committed"):
         consumer = client.subscribe(topic, sub, initial_position=InitialPosition.Earliest)
-        got = [consumer.receive(5000) for _ in range(3)]
+        got = [consumer.receive(int(SETTLE_S * 1000)) for _ in range(3)]
         txn = client.new_transaction(60_000)
         consumer.acknowledge_cumulative(got[2], txn=txn)
         if label == "aborted":
@@ -134,7 +136,7 @@ def test_a_cumulative_acknowledgement_in_a_transaction(run: Run) -> Outcome:
         consumer.close()
         outcome[label] = _texts(got)
     last = client.subscribe(topic, sub, initial_position=InitialPosition.Earliest)
-    outcome["left"] = _texts(_drain(last))
+    outcome["left"] = _texts(_drain(last, expect=2))
     return outcome
 
 
@@ -154,7 +156,7 @@ def test_a_transaction_past_its_timeout_is_aborted(run: Run) -> Outcome:
     time.sleep(4)
     commit = _error(client.resume_transaction(txn.id).commit)
     producer.send(b"plain")
-    return {"commit": commit, "seen": _texts(_drain(consumer))}
+    return {"commit": commit, "seen": _texts(_drain(consumer, expect=1))}
 
 
 @scenario
@@ -199,8 +201,9 @@ def _outcome(step: Any) -> dict[str, str] | None:
     return None
 
 
-def _receive(consumer: Consumer, count: int, timeout_ms: int) -> list[Message]:
-    """As the harness's ``receive``: until ``count`` came or ``timeout_ms`` passed."""
+def _receive(consumer: Consumer, count: int, timeout_ms: int = int(SETTLE_S * 1000)) -> list[Message]:
+    """As the harness's ``receive``: until ``count`` came (as many as Pulsar delivers there) or ``timeout_ms``
+    passed."""
     return _until(consumer.receive, count, timeout_ms)
 
 
@@ -267,7 +270,7 @@ def _produce_then_end(client: Client, topic_a: str, topic_b: str, commit: bool) 
     if commit:
         obs["commit_error"] = _outcome(txn.commit)
         obs["txn_state"] = txn.state.value
-        obs["after_commit"] = _texts(_receive(consumer, 15, 10_000))
+        obs["after_commit"] = _texts(_receive(consumer, 15))
         obs["extra"] = _texts(_within(consumer, EXTRA_MS))
     else:
         obs["abort_error"] = _outcome(txn.abort)
@@ -277,7 +280,7 @@ def _produce_then_end(client: Client, topic_a: str, topic_b: str, commit: bool) 
         for i in range(3):
             plain_a.send(f"plain-a-{i}".encode())
             plain_b.send(f"plain-b-{i}".encode())
-        obs["plain_after_abort"] = _texts(_receive(consumer, 6, 10_000))
+        obs["plain_after_abort"] = _texts(_receive(consumer, 6))
     return obs
 
 
@@ -305,7 +308,7 @@ def _ack_conflict(client: Client, topic: str) -> dict[str, Any]:
     consumer = client.subscribe(
         topic, "sub", consumer_type=ConsumerType.Shared, initial_position=InitialPosition.Earliest
     )
-    by_payload = {m.data().decode(): m for m in _receive(consumer, 2, 10_000)}
+    by_payload = {m.data().decode(): m for m in _receive(consumer, 2)}
     obs: dict[str, Any] = {"received": list(by_payload)}
     m, n = by_payload["m"], by_payload["n"]
     txn1, txn2, txn3 = (client.new_transaction(60_000) for _ in range(3))
@@ -362,14 +365,14 @@ def _txn_ack_then_abort(client: Client, topic: str, kind: ConsumerType) -> dict[
     for i in range(10):
         producer.send(f"m-{i}".encode())
     txn1 = client.new_transaction(60_000)
-    first = _receive(consumer, 10, 10_000)
+    first = _receive(consumer, 10)
     obs["first_received"] = _texts(first)
     obs["txn1_ack_errors"] = [_outcome(lambda m=m: consumer.acknowledge(m, txn=txn1)) for m in first]
     obs["before_abort"] = _texts(_within(consumer, QUIET_MS))
     obs["abort_error"] = _outcome(txn1.abort)
     txn2 = client.new_transaction(60_000)
     obs["txn_ids"] = [_txn_id(txn1), _txn_id(txn2)]
-    again = _receive(consumer, 10, 10_000)
+    again = _receive(consumer, 10)
     obs["after_abort"] = _deliveries(again)
     obs["txn2_ack_errors"] = [_outcome(lambda m=m: consumer.acknowledge(m, txn=txn2)) for m in again]
     obs["commit_error"] = _outcome(txn2.commit)
@@ -386,7 +389,7 @@ def _txn_timeout(client: Client, source: str, sink: str) -> dict[str, Any]:
     )
     outputs = client.subscribe(sink, "out-sub", initial_position=InitialPosition.Earliest)
     producer = client.create_producer(sink)
-    consumed = _receive(inputs, 1, 5000)
+    consumed = _receive(inputs, 1)
     obs: dict[str, Any] = {"consumed": consumed[0].data().decode() if consumed else None}
     if not consumed:
         return obs
@@ -397,13 +400,13 @@ def _txn_timeout(client: Client, source: str, sink: str) -> dict[str, Any]:
     obs["ack_error"] = _outcome(lambda: inputs.acknowledge(consumed[0], txn=txn))
     time.sleep(4)
     obs["output"] = _texts(_within(outputs, EXTRA_MS))
-    obs["redelivered"] = _deliveries(_receive(inputs, 1, 3000))
+    obs["redelivered"] = _deliveries(_receive(inputs, 1))
     obs["client_state"] = txn.state.value
     obs["client_commit_error"] = _outcome(txn.commit)
     obs["server_commit_error"] = _outcome(client.resume_transaction(txn.id).commit)
     for i in range(3):
         producer.send(f"plain-{i}".encode())
-    obs["plain_after_timeout"] = _texts(_receive(outputs, 3, 10_000))
+    obs["plain_after_timeout"] = _texts(_receive(outputs, 3))
     return obs
 
 
@@ -450,7 +453,7 @@ def _consume_process_produce(
     obs["txn_id"] = _txn_id(txn)
     consumed, ack_errors = [], []
     for _ in range(5):
-        got = _receive(inputs, 1, 5000)
+        got = _receive(inputs, 1)
         if not got:
             break
         consumed.append(got[0].data().decode())
@@ -460,7 +463,7 @@ def _consume_process_produce(
     obs["ack_errors"] = ack_errors
     if commit:
         obs["commit_error"] = _outcome(txn.commit)
-        obs["output"] = _texts(_receive(outputs, 5, 10_000))
+        obs["output"] = _texts(_receive(outputs, 5))
         obs["extra"] = _texts(_within(outputs, EXTRA_MS))
         inputs.close()
         again = client.subscribe(source, "cpp-sub", consumer_type=kind, initial_position=InitialPosition.Earliest)
@@ -468,7 +471,7 @@ def _consume_process_produce(
     else:
         obs["abort_error"] = _outcome(txn.abort)
         obs["output"] = _texts(_within(outputs, QUIET_MS))
-        obs["redelivered"] = _deliveries(_receive(inputs, 5, 10_000))
+        obs["redelivered"] = _deliveries(_receive(inputs, 5))
     return obs
 
 
@@ -487,7 +490,7 @@ def _interleaved(client: Client, topic: str) -> dict[str, Any]:
     obs["t2_commit_error"] = _outcome(t2.commit)
     obs["after_t2_commit"] = _texts(_within(consumer, QUIET_MS))
     obs["t1_abort_error"] = _outcome(t1.abort)
-    obs["after_t1_abort"] = _texts(_receive(consumer, 2, 10_000))
+    obs["after_t1_abort"] = _texts(_receive(consumer, 2))
     obs["extra"] = _texts(_within(consumer, EXTRA_MS))
     return obs
 
@@ -516,7 +519,7 @@ def _aborted_then_committed(client: Client, topic: str) -> dict[str, Any]:
     producer.flush()
     obs["commit_error"] = _outcome(committed.commit)
     producer.send(b"p-0")
-    obs["consumer"] = _texts(_receive(consumer, 3, 10_000))
+    obs["consumer"] = _texts(_receive(consumer, 3))
     obs["consumer_extra"] = _texts(_within(consumer, EXTRA_MS))
     obs["tail_reader"] = _texts(_read(tail, 3, 10_000))
     obs["tail_reader_available"] = tail.has_message_available()

@@ -30,15 +30,15 @@ def test_reader_start_positions(run: Run) -> Outcome:
     from_id_inclusive = client.create_reader(topic, ids[2], start_message_id_inclusive=True)
     latest_inclusive = client.create_reader(topic, pulsar.MessageId.latest, start_message_id_inclusive=True)
     outcome = {
-        "earliest": [run.msg(m) for m in drain(earliest)],
+        "earliest": [run.msg(m) for m in drain(earliest, expect=5)],
         "latest": texts(drain(latest)),
-        "from_id": texts(drain(from_id)),
-        "from_id_inclusive": texts(drain(from_id_inclusive)),
+        "from_id": texts(drain(from_id, expect=2)),
+        "from_id_inclusive": texts(drain(from_id_inclusive, expect=3)),
         "latest_inclusive": texts(drain(latest_inclusive)),
     }
     producer = client.create_producer(topic, batching_enabled=False)
     producer.send(b"new")
-    outcome["latest_after_send"] = texts(drain(latest))
+    outcome["latest_after_send"] = texts(drain(latest, expect=1))
     return outcome
 
 
@@ -53,12 +53,14 @@ def test_reader_inside_a_batch(run: Run) -> Outcome:
     for i in range(5):
         producer.send_async(f"b{i}".encode(), None)
     producer.flush()
-    everything = drain(client.create_reader(topic, pulsar.MessageId.earliest))
+    everything = drain(client.create_reader(topic, pulsar.MessageId.earliest), expect=5)
     middle = everything[2].message_id()
     return {
         "all": [run.msg(m) for m in everything],
-        "after_middle": texts(drain(client.create_reader(topic, middle))),
-        "from_middle_inclusive": texts(drain(client.create_reader(topic, middle, start_message_id_inclusive=True))),
+        "after_middle": texts(drain(client.create_reader(topic, middle), expect=2)),
+        "from_middle_inclusive": texts(
+            drain(client.create_reader(topic, middle, start_message_id_inclusive=True), expect=3)
+        ),
     }
 
 
@@ -74,7 +76,7 @@ def test_has_message_available(run: Run) -> Outcome:
     states.append(reader.has_message_available())
     first = reader.read_next(3000)
     states.append(reader.has_message_available())
-    rest = drain(reader)
+    rest = drain(reader, expect=2)
     states.append(reader.has_message_available())
     return {
         "states": states,
@@ -95,9 +97,9 @@ def test_consumer_seek_to_message_id(run: Run) -> Outcome:
     consumer = client.subscribe(topic, "sub", initial_position=Earliest)
     first = texts(receive_n(consumer, 5))
     consumer.seek(ids[1])
-    after_seek = texts(drain(consumer))
+    after_seek = texts(drain(consumer, expect=3))
     consumer.seek(pulsar.MessageId.earliest)
-    after_earliest = texts(drain(consumer))
+    after_earliest = texts(drain(consumer, expect=5))
     consumer.seek(pulsar.MessageId.latest)
     after_latest = texts(drain(consumer))
     inclusive = client.subscribe(topic, "inclusive-sub", initial_position=Earliest, start_message_id_inclusive=True)
@@ -108,7 +110,7 @@ def test_consumer_seek_to_message_id(run: Run) -> Outcome:
         "after_seek": after_seek,
         "after_earliest": after_earliest,
         "after_latest": after_latest,
-        "inclusive_after_seek": texts(drain(inclusive)),
+        "inclusive_after_seek": texts(drain(inclusive, expect=2)),
     }
 
 
@@ -128,9 +130,9 @@ def test_consumer_seek_by_time(run: Run) -> Outcome:
     for msg in everything:
         consumer.acknowledge(msg)
     consumer.seek(boundary)
-    after = texts(drain(consumer))
+    after = texts(drain(consumer, expect=2))
     consumer.seek(0)
-    from_zero = texts(drain(consumer))
+    from_zero = texts(drain(consumer, expect=4))
     return {"everything": texts(everything), "after_time_seek": after, "after_seek_to_0": from_zero}
 
 
@@ -144,10 +146,10 @@ def test_seek_resets_acknowledgements(run: Run) -> Outcome:
     for msg in receive_n(consumer, 4):
         consumer.acknowledge(msg)
     consumer.seek(ids[0])
-    again = texts(drain(consumer))
+    again = texts(drain(consumer, expect=3))
     consumer.close()
     later = client.subscribe(topic, "sub")
-    return {"after_seek": again, "new_consumer": texts(drain(later))}
+    return {"after_seek": again, "new_consumer": texts(drain(later, expect=4))}
 
 
 @scenario
@@ -159,5 +161,5 @@ def test_reader_on_partitioned_topic(run: Run) -> Outcome:
     for i in range(6):
         producer.send(f"m{i}".encode(), partition_key=f"key{i}")
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
-    got = drain(reader, 1000)
+    got = drain(reader, 1000, expect=6)
     return {"read": sorted(texts(got)), "partitions": sorted({m.topic_name().rsplit("-", 1)[-1] for m in got})}

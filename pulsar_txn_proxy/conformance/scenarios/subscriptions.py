@@ -5,7 +5,7 @@ from __future__ import annotations
 import mmh3
 import pulsar
 
-from pulsar_txn_proxy.conformance.framework import Outcome, Run, drain, receive_n, scenario, send_all, texts
+from pulsar_txn_proxy.conformance.framework import Outcome, Run, drain, drain_each, receive_n, scenario, send_all, texts
 
 Earliest = pulsar.InitialPosition.Earliest
 T = pulsar.ConsumerType
@@ -55,7 +55,7 @@ def test_failover_active_consumer(run: Run) -> Outcome:
     }
     producer = client.create_producer(topic, batching_enabled=False)
     send_all(producer, [f"m{i}" for i in range(4)])
-    got = {name: drain(c, 2500) for name, c in consumers.items()}
+    got = dict(zip(consumers, drain_each(list(consumers.values()), 2500, expect=4), strict=True))
     active = [name for name, msgs in got.items() if msgs]
     outcome: dict[str, object] = {"consumers_with_messages": len(active)}
     if len(active) == 1:
@@ -66,7 +66,7 @@ def test_failover_active_consumer(run: Run) -> Outcome:
         for msg in got[name][:2]:
             consumers[name].acknowledge(msg)
         consumers[name].close()
-        outcome["other_after_active_closed"] = [run.msg(m) for m in drain(consumers[other], 3000)]
+        outcome["other_after_active_closed"] = [run.msg(m) for m in drain(consumers[other], 3000, expect=2)]
     return outcome
 
 
@@ -85,7 +85,7 @@ def test_failover_partitions_spread_over_consumers(run: Run) -> Outcome:
     )
     for i in range(6):
         producer.send(f"m{i}".encode(), partition_key=str(i % 3))
-    got = {"a": drain(a, 1500), "b": drain(b, 1500)}
+    got = dict(zip("ab", drain_each([a, b], 1500, expect=6), strict=True))
     return {name: sorted({m.topic_name().rsplit("-", 1)[-1] for m in msgs}) for name, msgs in got.items()} | {
         "total": sum(len(v) for v in got.values())
     }
@@ -102,7 +102,7 @@ def test_shared_spreads_each_message_once(run: Run) -> Outcome:
     ]
     producer = client.create_producer(topic, batching_enabled=False)
     send_all(producer, [f"m{i:02d}" for i in range(20)])
-    got = [texts(drain(c, 1000)) for c in consumers]
+    got = [texts(msgs) for msgs in drain_each(consumers, 1000, expect=20)]
     union = sorted(got[0] + got[1])
     return {
         "union": union,
@@ -124,7 +124,7 @@ def test_shared_redelivery_after_consumer_closes(run: Run) -> Outcome:
     first.acknowledge(got[0])
     second = client.subscribe(topic, "sub", consumer_type=T.Shared, initial_position=Earliest)
     first.close()
-    redelivered = drain(second, 1500)
+    redelivered = drain(second, 1500, expect=2)
     return {"first": texts(got), "second": [run.msg(m) for m in redelivered]}
 
 
@@ -140,7 +140,7 @@ def test_key_shared_sticks_keys_to_consumers(run: Run) -> Outcome:
     producer = client.create_producer(topic, batching_enabled=False)
     for i in range(24):
         producer.send(f"{i:02d}".encode(), partition_key=f"key-{i % 6}")
-    got = [drain(c, 1000) for c in consumers]
+    got = drain_each(consumers, 1000, expect=24)
     owners: dict[str, set[int]] = {}
     for n, msgs in enumerate(got):
         for m in msgs:
@@ -169,7 +169,7 @@ def test_key_shared_batched_keys(run: Run) -> Outcome:
     for i in range(30):
         producer.send_async(f"{i:02d}".encode(), None, partition_key=f"key-{i % 5}")
     producer.flush()
-    got = [drain(c, 1000) for c in consumers]
+    got = drain_each(consumers, 1000, expect=30)
     owners: dict[str, set[int]] = {}
     for n, msgs in enumerate(got):
         for m in msgs:

@@ -7,17 +7,15 @@ waits (up to 10 s) for the value the scenario expects, and records what it found
 
 from __future__ import annotations
 
-import time
+from functools import partial
 from typing import Any
 
 import pulsar
 
-from pulsar_txn_proxy.conformance.framework import AdminAnswer, Outcome, Run, drain, scenario
+from pulsar_txn_proxy.conformance.framework import AdminAnswer, Outcome, Run, drain, scenario, until
 from pulsar_txn_proxy.conformance.scenarios.backlog_quota import new_producer
 
 PAYLOAD = b"x" * 200
-#: How long a read waits for a policy change to show.
-SETTLE_SECONDS = 10.0
 
 
 def _namespace(run: Run, tag: str) -> str:
@@ -28,16 +26,16 @@ def _namespace(run: Run, tag: str) -> str:
 
 
 def _settled(run: Run, path: str, expected: Any, unordered: bool = False) -> dict[str, Any]:
-    """GET ``path`` until its body is ``expected`` (None: no content) or time runs out; the last answer.
+    """GET ``path`` until its body is ``expected`` (None: no content) or ``SETTLE_S`` has passed; the last answer.
     ``unordered``: the value is a set (Pulsar lists a Java Set in no particular order), compared and shown sorted."""
-    deadline = time.monotonic() + SETTLE_SECONDS
-    while True:
+
+    def get() -> AdminAnswer:
         answer = run.admin("GET", path)
         if unordered and isinstance(answer.body, list):
             answer.body = sorted(answer.body)
-        if answer.body == expected or time.monotonic() > deadline:
-            return _answer(answer)
-        time.sleep(0.2)
+        return answer
+
+    return _answer(until(get, lambda answer: answer.body == expected, every=0.2))
 
 
 def _answer(answer: AdminAnswer) -> dict[str, Any]:
@@ -134,13 +132,13 @@ def test_backlog_quota_of_a_topic(run: Run) -> Outcome:
     )
     outcome["remove_retention"] = run.admin("DELETE", f"{base}/retention").status
     outcome["map_with_one_quota"] = _settled(run, f"{base}/backlogQuotaMap", outcome["map"]["body"])
-    time.sleep(1)
     for name in (topic, other):
         producer = client.create_producer(name, batching_enabled=False)
         for _ in range(20):
             producer.send(PAYLOAD)
         producer.close()
-    outcome["new_producer"] = new_producer(client, topic)
+    # Refused once the topic has the quota in force (Pulsar applies a topic policy a moment after the call).
+    outcome["new_producer"] = until(partial(new_producer, client, topic), lambda result: result != "created")
     outcome["new_producer_other_topic"] = new_producer(client, other)
     outcome["remove"] = run.admin("DELETE", f"{base}/backlogQuota?backlogQuotaType=destination_storage").status
     outcome["map_after_remove"] = _settled(run, f"{base}/backlogQuotaMap", {})
@@ -162,21 +160,22 @@ def test_deduplication_of_a_topic(run: Run) -> Outcome:
         if enabled:
             run.admin("POST", f"{base}/deduplicationEnabled", enabled)
             outcome["enabled"] = _settled(run, f"{base}/deduplicationEnabled", enabled)
-            time.sleep(1)
+            # In force once the topic says so (Pulsar applies a topic policy a moment after the call).
+            until(partial(_deduplication_status, run, base), lambda status: status == "Enabled")
         topic = f"persistent://{namespace}/{tag}"
         reader = client.create_reader(topic, pulsar.MessageId.earliest)
         producer = client.create_producer(topic, producer_name=run.name(f"p-{tag}"), batching_enabled=False)
         for sequence_id in (0, 1, 2, 1, 2, 3):
             producer.send(f"m{sequence_id}".encode(), sequence_id=sequence_id)
-        outcome[tag] = [m.data().decode() for m in drain(reader)]
+        outcome[tag] = [m.data().decode() for m in drain(reader, expect=4)]
     return outcome
 
 
+def _deduplication_status(run: Run, base: str) -> Any:
+    """The topic stats' ``deduplicationStatus``."""
+    return (run.admin("GET", f"{base}/stats").body or {}).get("deduplicationStatus")
+
+
 def _eventually_created(client: pulsar.Client, topic: str) -> str:
-    """A new producer once one is created, or the last refusal after ``SETTLE_SECONDS``."""
-    deadline = time.monotonic() + SETTLE_SECONDS
-    while True:
-        result = new_producer(client, topic)
-        if result == "created" or time.monotonic() > deadline:
-            return result
-        time.sleep(0.5)
+    """A new producer once one is created, or the last refusal after ``SETTLE_S``."""
+    return until(partial(new_producer, client, topic), lambda result: result == "created", every=0.5)

@@ -64,7 +64,7 @@ final class AckScenarios {
         Producer<byte[]> producer = batchingProducer(partition);
         sendAll(producer, "b-", 13);
         Consumer<byte[]> consumer = consumer(partition, SubscriptionType.Exclusive);
-        List<Message<byte[]>> received = Scenarios.receive(consumer, 13, 10_000);
+        List<Message<byte[]>> received = Scenarios.receive(consumer, 13, Scenarios.SETTLE_MS);
         obs.put("received", deliveries(received));
         if (received.size() != 13) {
             return;
@@ -105,7 +105,7 @@ final class AckScenarios {
         Producer<byte[]> producer = batchingProducer(partition);
         sendAll(producer, "b-", 13);
         Consumer<byte[]> consumer = consumer(partition, SubscriptionType.Exclusive);
-        List<Message<byte[]>> received = Scenarios.receive(consumer, 13, 10_000);
+        List<Message<byte[]>> received = Scenarios.receive(consumer, 13, Scenarios.SETTLE_MS);
         obs.put("received", deliveries(received));
         if (received.size() != 13) {
             return;
@@ -129,7 +129,7 @@ final class AckScenarios {
         Producer<byte[]> producer = batchingProducer(partition);
         sendAll(producer, "i-", 10);
         Consumer<byte[]> consumer = consumer(partition, type);
-        List<Message<byte[]>> received = Scenarios.receive(consumer, 10, 10_000);
+        List<Message<byte[]>> received = Scenarios.receive(consumer, 10, Scenarios.SETTLE_MS);
         obs.put("received", deliveries(received));
         if (received.size() != 10) {
             return;
@@ -180,7 +180,7 @@ final class AckScenarios {
         Producer<byte[]> producer = batched ? batchingProducer(partition) : plainProducer(partition);
         sendAll(producer, "f-", 4);
         Consumer<byte[]> consumer = consumer(partition, type);
-        List<Message<byte[]>> received = Scenarios.receive(consumer, 4, 10_000);
+        List<Message<byte[]>> received = Scenarios.receive(consumer, 4, Scenarios.SETTLE_MS);
         obs.put("received", deliveries(received));
         if (received.size() != 4) {
             return;

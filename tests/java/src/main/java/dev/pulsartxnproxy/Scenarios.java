@@ -61,6 +61,11 @@ final class Scenarios {
     private static final long WAIT_SECONDS = 15;
     /** Timeout of transactions that must stay open for the whole scenario. */
     private static final long LONG_TXN_SECONDS = 60;
+    /**
+     * How long expected messages are waited for (they end the wait as soon as they are all in): generous, so that a
+     * loaded machine observes the same; a broker that delivers fewer only costs this wait.
+     */
+    static final long SETTLE_MS = 30_000;
     /** The window of "receives nothing within 1 s" checks. */
     private static final long QUIET_MS = 1000;
     /** After the expected messages arrived: how long to look for extra ones (duplicates, leaks). */
@@ -179,7 +184,7 @@ final class Scenarios {
         if (commit) {
             obs.put("commit_error", outcome(() -> txn.commit().get(WAIT_SECONDS, SECONDS)));
             obs.put("txn_state", txn.getState().name());
-            obs.put("after_commit", texts(receive(consumer, 15, 10_000)));
+            obs.put("after_commit", texts(receive(consumer, 15, SETTLE_MS)));
             obs.put("extra", texts(within(consumer, EXTRA_MS)));
         } else {
             obs.put("abort_error", outcome(() -> txn.abort().get(WAIT_SECONDS, SECONDS)));
@@ -192,7 +197,7 @@ final class Scenarios {
                 send(plainA, null, "plain-a-" + i);
                 send(plainB, null, "plain-b-" + i);
             }
-            obs.put("plain_after_abort", texts(receive(consumer, 6, 10_000)));
+            obs.put("plain_after_abort", texts(receive(consumer, 6, SETTLE_MS)));
         }
     }
 
@@ -213,7 +218,7 @@ final class Scenarios {
         send(plainProducer, null, "p2");
         obs.put("before_commit", texts(within(consumer, QUIET_MS)));
         obs.put("commit_error", outcome(() -> txn.commit().get(WAIT_SECONDS, SECONDS)));
-        obs.put("after_commit", texts(receive(consumer, 3, 10_000)));
+        obs.put("after_commit", texts(receive(consumer, 3, SETTLE_MS)));
         obs.put("extra", texts(within(consumer, EXTRA_MS)));
     }
 
@@ -235,7 +240,7 @@ final class Scenarios {
         obs.put("t2_commit_error", outcome(() -> t2.commit().get(WAIT_SECONDS, SECONDS)));
         obs.put("after_t2_commit", texts(within(consumer, QUIET_MS)));
         obs.put("t1_abort_error", outcome(() -> t1.abort().get(WAIT_SECONDS, SECONDS)));
-        obs.put("after_t1_abort", texts(receive(consumer, 2, 10_000)));
+        obs.put("after_t1_abort", texts(receive(consumer, 2, SETTLE_MS)));
         obs.put("extra", texts(within(consumer, EXTRA_MS)));
     }
 
@@ -260,7 +265,7 @@ final class Scenarios {
         List<String> consumed = new ArrayList<>();
         List<Object> ackErrors = new ArrayList<>();
         for (int i = 0; i < 5; i++) {
-            Message<byte[]> msg = inputConsumer.receive(5, SECONDS);
+            Message<byte[]> msg = inputConsumer.receive((int) SETTLE_MS, MILLISECONDS);
             if (msg == null) {
                 break;
             }
@@ -273,7 +278,7 @@ final class Scenarios {
         obs.put("ack_errors", ackErrors);
         if (commit) {
             obs.put("commit_error", outcome(() -> txn.commit().get(WAIT_SECONDS, SECONDS)));
-            obs.put("output", texts(receive(outputConsumer, 5, 10_000)));
+            obs.put("output", texts(receive(outputConsumer, 5, SETTLE_MS)));
             obs.put("extra", texts(within(outputConsumer, EXTRA_MS)));
             inputConsumer.close();
             Consumer<byte[]> again = consumer("cpp-sub", type, input);
@@ -281,7 +286,7 @@ final class Scenarios {
         } else {
             obs.put("abort_error", outcome(() -> txn.abort().get(WAIT_SECONDS, SECONDS)));
             obs.put("output", texts(within(outputConsumer, QUIET_MS)));
-            obs.put("redelivered", deliveries(receive(inputConsumer, 5, 10_000)));
+            obs.put("redelivered", deliveries(receive(inputConsumer, 5, SETTLE_MS)));
         }
     }
 
@@ -298,14 +303,14 @@ final class Scenarios {
             send(producer, null, "m-" + i);
         }
         Transaction txn1 = newTxn(LONG_TXN_SECONDS);
-        List<Message<byte[]>> first = receive(consumer, 10, 10_000);
+        List<Message<byte[]>> first = receive(consumer, 10, SETTLE_MS);
         obs.put("first_received", texts(first));
         obs.put("txn1_ack_errors", ackAll(consumer, first, txn1));
         obs.put("before_abort", texts(within(consumer, QUIET_MS)));
         obs.put("abort_error", outcome(() -> txn1.abort().get(WAIT_SECONDS, SECONDS)));
         Transaction txn2 = newTxn(LONG_TXN_SECONDS);
         obs.put("txn_ids", List.of(id(txn1), id(txn2)));
-        List<Message<byte[]>> again = receive(consumer, 10, 10_000);
+        List<Message<byte[]>> again = receive(consumer, 10, SETTLE_MS);
         obs.put("after_abort", deliveries(again));
         obs.put("txn2_ack_errors", ackAll(consumer, again, txn2));
         obs.put("commit_error", outcome(() -> txn2.commit().get(WAIT_SECONDS, SECONDS)));
@@ -343,7 +348,7 @@ final class Scenarios {
         send(producer, null, "n");
         Consumer<byte[]> consumer = consumer("sub", SubscriptionType.Shared, topic);
         Map<String, Message<byte[]>> byPayload = new LinkedHashMap<>();
-        for (Message<byte[]> msg : receive(consumer, 2, 10_000)) {
+        for (Message<byte[]> msg : receive(consumer, 2, SETTLE_MS)) {
             byPayload.put(text(msg), msg);
         }
         obs.put("received", new ArrayList<>(byPayload.keySet()));
@@ -375,7 +380,7 @@ final class Scenarios {
         Consumer<byte[]> inputConsumer = consumer("sub", SubscriptionType.Shared, input);
         Consumer<byte[]> outputConsumer = consumer("out-sub", SubscriptionType.Exclusive, output);
         Producer<byte[]> outputProducer = producer(output, false);
-        Message<byte[]> consumed = inputConsumer.receive(5, SECONDS);
+        Message<byte[]> consumed = inputConsumer.receive((int) SETTLE_MS, MILLISECONDS);
         obs.put("consumed", consumed == null ? null : text(consumed));
         if (consumed == null) {
             return;
@@ -389,14 +394,14 @@ final class Scenarios {
                 .get(WAIT_SECONDS, SECONDS)));
         Thread.sleep(4000);
         obs.put("output", texts(within(outputConsumer, EXTRA_MS)));
-        obs.put("redelivered", deliveries(receive(inputConsumer, 1, 3000)));
+        obs.put("redelivered", deliveries(receive(inputConsumer, 1, SETTLE_MS)));
         obs.put("client_state", txn.getState().name());
         obs.put("client_commit_error", outcome(() -> txn.commit().get(WAIT_SECONDS, SECONDS)));
         obs.put("server_commit_error", outcome(() -> tc().commitAsync(txn.getTxnID()).get(WAIT_SECONDS, SECONDS)));
         for (int i = 0; i < 3; i++) {
             send(outputProducer, null, "plain-" + i);
         }
-        obs.put("plain_after_timeout", texts(receive(outputConsumer, 3, 10_000)));
+        obs.put("plain_after_timeout", texts(receive(outputConsumer, 3, SETTLE_MS)));
     }
 
     /**
@@ -411,7 +416,7 @@ final class Scenarios {
             send(producer, null, "plain-before-" + i);
         }
         Map<String, Message<byte[]>> byPayload = new LinkedHashMap<>();
-        for (Message<byte[]> msg : receive(consumer, 3, 10_000)) {
+        for (Message<byte[]> msg : receive(consumer, 3, SETTLE_MS)) {
             byPayload.put(text(msg), msg);
         }
         obs.put("received_before", new ArrayList<>(byPayload.keySet()));
@@ -442,7 +447,7 @@ final class Scenarios {
             send(producer, txn, "K-" + i);
         }
         obs.put("commit_error", outcome(() -> txn.commit().get(WAIT_SECONDS, SECONDS)));
-        obs.put("visible_before_crash", texts(receive(consumer, 3, 10_000)));
+        obs.put("visible_before_crash", texts(receive(consumer, 3, SETTLE_MS)));
     }
 
     /**
@@ -483,7 +488,7 @@ final class Scenarios {
         Producer<byte[]> producer = producer(partition, false);
         Consumer<byte[]> shared = consumer("s", SubscriptionType.Shared, partition);
         send(producer, null, "m");
-        Message<byte[]> m = shared.receive(5, SECONDS);
+        Message<byte[]> m = shared.receive((int) SETTLE_MS, MILLISECONDS);
         obs.put("received", m == null ? null : text(m));
         if (m == null) {
             return;
@@ -512,11 +517,11 @@ final class Scenarios {
         Consumer<byte[]> watch = consumer("watch", SubscriptionType.Exclusive, partition);
         Consumer<byte[]> shared = consumer("s", SubscriptionType.Shared, partition);
         long began = System.nanoTime();
-        obs.put("watch_after_timeout", texts(receive(watch, 2, 20_000)));
+        obs.put("watch_after_timeout", texts(receive(watch, 2, SETTLE_MS)));
         obs.put("watch_waited_ms", (System.nanoTime() - began) / 1_000_000);
         obs.put("watch_extra", texts(within(watch, EXTRA_MS)));
         Map<String, Message<byte[]>> byPayload = new LinkedHashMap<>();
-        for (Message<byte[]> msg : receive(shared, 3, 20_000)) {
+        for (Message<byte[]> msg : receive(shared, 3, SETTLE_MS)) {
             byPayload.put(text(msg), msg);
         }
         obs.put("shared_after_timeout", new ArrayList<>(byPayload.keySet()));
@@ -546,7 +551,7 @@ final class Scenarios {
         Producer<byte[]> producer = producer(partition, false);
         obs.put("sent_p0", position(send(producer, null, "p0")));
         Reader<byte[]> reader = reader(partition);
-        obs.put("read_first", texts(read(reader, 1, 10_000)));
+        obs.put("read_first", texts(read(reader, 1, SETTLE_MS)));
         obs.put("caught_up", readerState(reader));
         Transaction txn = newTxn(LONG_TXN_SECONDS);
         obs.put("sent_t1", position(send(producer, txn, "t1")));
@@ -556,7 +561,7 @@ final class Scenarios {
         obs.put("read_while_open", texts(read(reader, Integer.MAX_VALUE, QUIET_MS)));
         obs.put("commit_error", outcome(() -> txn.commit().get(WAIT_SECONDS, SECONDS)));
         obs.put("after_commit", readerState(reader));
-        obs.put("read_after_commit", texts(read(reader, 2, 10_000)));
+        obs.put("read_after_commit", texts(read(reader, 2, SETTLE_MS)));
         obs.put("after_reading", readerState(reader));
         Transaction aborted = newTxn(LONG_TXN_SECONDS);
         obs.put("sent_a1", position(send(producer, aborted, "a1")));
@@ -565,7 +570,7 @@ final class Scenarios {
         obs.put("read_after_abort", texts(read(reader, Integer.MAX_VALUE, QUIET_MS)));
         obs.put("sent_p2", position(send(producer, null, "p2")));
         obs.put("after_p2", readerState(reader));
-        obs.put("read_after_p2", texts(read(reader, 1, 10_000)));
+        obs.put("read_after_p2", texts(read(reader, 1, SETTLE_MS)));
         obs.put("at_end", readerState(reader));
     }
 
@@ -590,7 +595,7 @@ final class Scenarios {
         Consumer<byte[]> consumer = batchIndexConsumer(partition);
         Map<String, Message<byte[]>> byPayload = new LinkedHashMap<>();
         List<Object> positions = new ArrayList<>();
-        for (Message<byte[]> msg : receive(consumer, 4, 10_000)) {
+        for (Message<byte[]> msg : receive(consumer, 4, SETTLE_MS)) {
             byPayload.put(text(msg), msg);
             positions.add(position(msg.getMessageId()));
         }
@@ -613,7 +618,7 @@ final class Scenarios {
                 outcomeOrOk(() -> txn4.commit().get(WAIT_SECONDS, SECONDS))));
         consumer.close();
         Consumer<byte[]> again = batchIndexConsumer(partition);
-        List<Message<byte[]>> left = receive(again, 2, 10_000);
+        List<Message<byte[]>> left = receive(again, 2, SETTLE_MS);
         obs.put("left_after_commits", texts(left));
         obs.put("left_extra", texts(within(again, EXTRA_MS)));
         Transaction txn5 = newTxn(LONG_TXN_SECONDS);
@@ -681,12 +686,12 @@ final class Scenarios {
         sendAll(producer, committed, "c-0", "c-1");
         obs.put("commit_error", outcome(() -> committed.commit().get(WAIT_SECONDS, SECONDS)));
         sendAll(producer, null, "p-0");
-        obs.put("consumer", texts(receive(consumer, 3, 10_000)));
+        obs.put("consumer", texts(receive(consumer, 3, SETTLE_MS)));
         obs.put("consumer_extra", texts(within(consumer, EXTRA_MS)));
-        obs.put("tail_reader", texts(read(tail, 3, 10_000)));
+        obs.put("tail_reader", texts(read(tail, 3, SETTLE_MS)));
         obs.put("tail_reader_available", tail.hasMessageAvailable());
         Reader<byte[]> late = reader(partition);
-        obs.put("late_reader", texts(read(late, 3, 10_000)));
+        obs.put("late_reader", texts(read(late, 3, SETTLE_MS)));
         obs.put("late_reader_available", late.hasMessageAvailable());
         obs.put("late_reader_extra", texts(read(late, Integer.MAX_VALUE, EXTRA_MS)));
     }
@@ -704,8 +709,8 @@ final class Scenarios {
         Consumer<byte[]> exclusive = consumer("exclusive", SubscriptionType.Exclusive, partition);
         Consumer<byte[]> shared = consumer("shared", SubscriptionType.Shared, partition);
         send(producer, null, "m");
-        Message<byte[]> m1 = exclusive.receive(5, SECONDS);
-        Message<byte[]> m2 = shared.receive(5, SECONDS);
+        Message<byte[]> m1 = exclusive.receive((int) SETTLE_MS, MILLISECONDS);
+        Message<byte[]> m2 = shared.receive((int) SETTLE_MS, MILLISECONDS);
         obs.put("received", List.of(m1 == null ? "" : text(m1), m2 == null ? "" : text(m2)));
         if (m1 == null || m2 == null) {
             return;
@@ -729,8 +734,8 @@ final class Scenarios {
         obs.put("exclusive_while_open", texts(within(exclusive, 200)));
         obs.put("shared_while_open", texts(within(shared, 200)));
         obs.put("commit_error", outcome(() -> txn.commit().get(WAIT_SECONDS, SECONDS)));
-        obs.put("exclusive_after_commit", texts(receive(exclusive, 11, 10_000)));
-        obs.put("shared_after_commit", texts(receive(shared, 11, 10_000)));
+        obs.put("exclusive_after_commit", texts(receive(exclusive, 11, SETTLE_MS)));
+        obs.put("shared_after_commit", texts(receive(shared, 11, SETTLE_MS)));
         obs.put("extra", texts(within(shared, EXTRA_MS)));
     }
 
@@ -746,7 +751,7 @@ final class Scenarios {
         for (int i = 0; i < 3; i++) {
             send(producer, null, "in-" + i);
         }
-        List<Message<byte[]>> in = receive(pre, 3, 10_000);
+        List<Message<byte[]>> in = receive(pre, 3, SETTLE_MS);
         obs.put("received", texts(in));
         Transaction txn = newTxn(LONG_TXN_SECONDS);
         obs.put("txn_id", id(txn));
@@ -768,10 +773,10 @@ final class Scenarios {
      */
     private void endVerify(String topic, boolean commit, String endedTxn) throws Exception {
         Consumer<byte[]> after = consumer("after", SubscriptionType.Exclusive, topic);
-        obs.put("after", texts(receive(after, commit ? 9 : 3, 15_000)));
+        obs.put("after", texts(receive(after, commit ? 9 : 3, SETTLE_MS)));
         obs.put("after_extra", texts(within(after, EXTRA_MS)));
         Consumer<byte[]> pre = consumer("pre", SubscriptionType.Shared, topic);
-        obs.put("pre", texts(receive(pre, commit ? 6 : 3, 10_000)));
+        obs.put("pre", texts(receive(pre, commit ? 6 : 3, SETTLE_MS)));
         obs.put("pre_extra", texts(within(pre, EXTRA_MS)));
         endAgain(txnId(endedTxn));
     }
