@@ -91,7 +91,9 @@ def trim(broker: Broker, topic: Topic, retention: tuple[int, int], now: int) -> 
         return -1
     ledgers.deleted_upto(upto)
     topic.store.stage_trim(topic.topic_id, upto)
-    broker.after_commit(lambda _: broker.stats.storage.forget(topic.topic_id), None)
+    # Counted again from the first kept entry at once: a stats read before the commit must not see what went.
+    broker.stats.storage.forget(topic.topic_id)
+    broker.request_flush()
     log.info("%s: retention %s deletes entries up to %d", topic.name, retention, upto)
     return upto
 

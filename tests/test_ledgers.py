@@ -119,3 +119,21 @@ def test_a_topic_with_a_table_of_its_own_keeps_it(tmp_path: Path) -> None:
         assert store.read(new.topic_id, 0, 10) == [(0, b"n")]
     finally:
         store.close()
+
+
+def test_storage_stats_read_while_a_trim_commits_do_not_count_what_went(tmp_path: Path) -> None:
+    """The admin trim's deletion is staged, then committed: a stats read in between (an internalStats request
+    answered before the commit) counted the deleted entries from the cache (the conformance scenario
+    retention.default-retention saw 20 entries where Pulsar has 0)."""
+    from engine.policy_enforcer import trim_now
+    from tests.test_engine_transactions import Harness
+
+    harness = Harness(tmp_path, ledger_rollover=LedgerRollover(max_entries=5, min_minutes=0))
+    for i in range(20):
+        harness.send(b"m%d" % i)
+    storage = harness.broker.stats.storage
+    assert storage.of(harness.topic)[0] == 20
+    assert trim_now(harness.broker, harness.topic) == 19
+    assert storage.of(harness.topic) == (0, 0)  # staged, not yet committed
+    harness.run()
+    assert storage.of(harness.topic) == (0, 0)

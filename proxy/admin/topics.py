@@ -407,10 +407,11 @@ def register(router: Router, ctx: AdminContext) -> None:
 
     @router.route("POST", T + "/trim")
     def trim(call: Call) -> Any:
-        # As Pulsar's trimTopic: the closed ledgers retention lets go are deleted now, not at the next check.
+        # As Pulsar's trimTopic: the closed ledgers retention lets go are deleted now, not at the next check, and
+        # the answer comes once the deletion is durable.
         for topic in _targets(ctx, parse_topic(call)):
             trim_now(broker, topic)
-        return absent_reply()
+        return ctx.committed(absent_reply())
 
     # -- stats ------------------------------------------------------------------------------------
 
