@@ -22,7 +22,7 @@ from pulsar_txn_proxy.conformance.raw import RawConnection, add_partition, open_
 from tests.conftest import Server, make_client
 from tests.test_bad_input import _producer, _send_frame
 from wire.commands import NO_ID, frame, make
-from wire.framing import encode_payload_command, make_body
+from wire.framing import MessageBody, encode_payload_command, make_body, parse_body
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata, ServerError, TxnAction
 
 T = BaseCommand
@@ -259,15 +259,15 @@ def test_transactional_sends_to_a_terminated_topic(tmp_path: Path) -> None:
     topic.add_producer(producer)
     txn = TxnId(0, 1)
 
-    def sends(first: int, count: int) -> list[tuple[int, int, bytes, MessageMetadata]]:
+    def sends(first: int, count: int) -> list[tuple[int, int, MessageBody]]:
         metas = [MessageMetadata(producer_name="p", sequence_id=s, publish_time=1) for s in range(first, first + count)]
-        return [(m.sequence_id, 0, make_body(m, b"m"), m) for m in metas]
+        return [(m.sequence_id, 0, parse_body(make_body(m, b"m"))) for m in metas]
 
     broker.terminate(topic)
     single: list[object] = []
     runs: list[object] = []
-    for seq, highest, body, meta in sends(0, 2):
-        topic.publish(producer, seq, highest, body, meta, single.append, txn)
+    for seq, highest, message in sends(0, 2):
+        topic.publish(producer, seq, highest, message.body, message.metadata, single.append, txn)
     topic.publish_txn_run(producer, txn, sends(2, 2), runs.append)
     clock.advance(0)
     assert [r.code for r in single] == [TERMINATED] * 2  # type: ignore[attr-defined]
