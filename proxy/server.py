@@ -204,9 +204,13 @@ class BrokerService:
             connection.close("PublishTxnMessage is not supported by non-persistent topic")
             return
         limit = topic.broker.namespaces.max_message_size(topic.name)
-        if not limit and accepted_at_once(producer, txn):
-            # The producer's open transaction: every SEND of the run is accepted (staging one changes nothing of it).
-            self._stage_txn_sends(connection, producer, txn, run)
+        if accepted_at_once(producer, txn):
+            # The producer's open transaction: every SEND of the run that is not too large is accepted (staging one
+            # changes nothing of it).
+            if limit:
+                run = [item for item in run if not self._refused_as_too_large(connection, producer, item, limit)]
+            if run:
+                self._stage_txn_sends(connection, producer, txn, run)
             return
         accepted: list[tuple[int, int, MessageBody]] = []
         for item in run:
