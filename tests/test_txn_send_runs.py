@@ -21,6 +21,7 @@ from engine.transactions import TxnId
 from pulsar_txn_proxy.conformance.raw import RawConnection, add_partition, open_txn, rid, tc_connect, txn_fields
 from tests.conftest import Server, make_client
 from tests.test_bad_input import _producer, _send_frame
+from tests.test_max_message_size import _policy
 from wire.commands import NO_ID, frame, make
 from wire.framing import MessageBody, encode_payload_command, make_body, parse_body
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata, ServerError, TxnAction
@@ -144,6 +145,35 @@ def test_runs_of_two_transactions_between_plain_sends(server_factory: Callable[.
     ]
     assert ends == [(T.END_TXN_RESPONSE, -1, 0, -2)] * 2
     assert _visible(server.url, topic) == [b"p0", b"a1", b"a2", b"a4", b"p5", b"a7", b"a8"]
+
+
+def test_a_too_large_send_in_a_run_of_the_open_transaction(server_factory: Callable[..., Server], topic: str) -> None:
+    """A run of SENDs in the producer's open transaction (accepted without asking the coordinator again) still
+    answers a SEND above the topic's max message size alone and at once; the others are stored in order."""
+    server = server_factory()
+    conn = RawConnection(server.port)
+    try:
+        _connect(conn)
+        name = _producer(conn, topic, 1)
+        assert _policy(server, topic, "POST", b"1000")[0] == 204  # type: ignore[arg-type]
+        txn = open_txn(conn)
+        assert not add_partition(conn, txn, topic).HasField("error")
+        conn.send_raw(_txn_send(name, 0, b"t0", txn))
+        assert _answers(conn, 1) == [receipt(0, 0)]
+        frames = [
+            _txn_send(name, 1, b"t1", txn),
+            _txn_send(name, 2, b"x" * 2000, txn),
+            _txn_send(name, 3, b"t3", txn),
+        ]
+        conn.send_raw(b"".join(frames))
+        answers = _answers(conn, 3)
+        conn.send_raw(_end_frame(txn, TxnAction.COMMIT))
+        ends = _answers(conn, 1)
+    finally:
+        conn.close()
+    assert answers == [refused(2, NOT_ALLOWED), receipt(1, 1), receipt(3, 2)]
+    assert ends == [(T.END_TXN_RESPONSE, -1, 0, -2)]
+    assert _visible(server.url, topic) == [b"t0", b"t1", b"t3"]
 
 
 def test_sends_around_the_end_of_their_transaction(server_factory: Callable[..., Server], topic: str) -> None:
