@@ -491,15 +491,16 @@ class Topic(ProducerHost):
         self,
         producer: Producer,
         txn: TxnId,
-        sends: list[tuple[int, int, bytes, MessageMetadata]],
+        sends: list[tuple[int, int, MessageBody]],
         done: Callable[[list[int | BrokerError] | BrokerError], None],
     ) -> None:
-        """Append messages that one producer sent in a row in ``txn`` (each already accepted in it), each as
-        :meth:`publish` does; ``done`` runs once with the results, as :meth:`publish_run`'s."""
+        """Append messages ``(sequence id, highest sequence id, body)`` that one producer sent in a row in ``txn``
+        (each already accepted in it), each as :meth:`publish` does; ``done`` runs once with the results, as
+        :meth:`publish_run`'s. The sequence ids are as the SENDs carried them (unsigned 64-bit)."""
         if self.terminated is not None:
             self.broker.after_commit(done, [self._terminated_error()] * len(sends))
             return
-        self.broker.after_commit(done, self._stage(producer, sends, txn))
+        self.broker.after_commit(done, self._stage_txn_run(producer, txn, sends))
 
     def _terminated_error(self) -> BrokerError:
         return BrokerError(ServerError.TopicTerminatedError, f"Topic {self.name} was already terminated")
@@ -625,6 +626,78 @@ class Topic(ProducerHost):
             self.next_entry_id = entry_id
             if entries:
                 self._cache.extend(entries, size)
+                store.stage_entries(topic_id, rows)
+        self.messages_in += messages
+        self.bytes_in += size
+        producer.messages_in += messages
+        producer.bytes_in += size
+        return results
+
+    def _stage_txn_run(
+        self, producer: Producer, txn: TxnId, sends: list[tuple[int, int, MessageBody]]
+    ) -> list[int | BrokerError]:
+        """What :meth:`_stage` does for messages in ``txn``, for a run, with the run's entries going into the cache and
+        the staging area together (as in :meth:`_stage_run`).
+
+        The transaction buffer hears of an entry only when its transaction is not among those open here
+        (:meth:`TransactionBuffer.appended` does nothing for the others): that may append an abort marker after the
+        entry, so the entries before it, and it, are put in place first."""
+        max_size = self.broker.namespaces.limits(self.name).max_message_size
+        deduplicating = self._deduplicating()
+        sequences, sequences_staged = self._sequences, self._sequences_staged
+        name = producer.name
+        store, topic_id, txn_buffer, cache = self.store, self.topic_id, self.txn_buffer, self._cache
+        ongoing = txn_buffer.ongoing
+        from_metadata = Entry.from_metadata
+        staged = False
+        messages = size = pending_size = 0
+        entries: list[Entry] = []
+        rows: list[tuple[int, int, bytes]] = []
+        results: list[int | BrokerError] = []
+        try:
+            for sequence_id, highest_sequence_id, message in sends:
+                body = message.body
+                if max_size is not None and len(body) > max_size:
+                    results.append(BrokerError(ServerError.NotAllowedError, "Exceed maximum message size"))
+                    continue
+                if deduplicating:
+                    if sequence_id > INT64_MAX:
+                        sequence_id -= _U64
+                    if highest_sequence_id > INT64_MAX:
+                        highest_sequence_id -= _U64
+                    highest = max(sequence_id, highest_sequence_id)
+                    if sequence_id <= sequences.get(name, -1):
+                        results.append(DUPLICATE)
+                        continue
+                    sequences[name] = sequences_staged[name] = highest
+                    store.stage_sequence(topic_id, name, highest)
+                metadata = message.metadata
+                if (metadata.txnid_most_bits, metadata.txnid_least_bits) != txn:
+                    # Recovery finds transactions through the stored metadata, so it must name the transaction.
+                    metadata.txnid_most_bits, metadata.txnid_least_bits = txn
+                    body = make_body(metadata, stored_payload(body))
+                # The id is taken once the entry is described: a message that cannot be must not leave a hole.
+                entry = from_metadata(self.next_entry_id, body, metadata)
+                self.next_entry_id += 1
+                entries.append(entry)
+                rows.append((entry.entry_id, entry.publish_time, body))
+                if not staged:
+                    self.broker.staged(self)
+                    staged = True
+                messages += entry.num_messages
+                size += len(body)
+                pending_size += len(body)
+                results.append(entry.entry_id)
+                if entry.txn is None:
+                    txn_buffer.plain_appended()
+                elif entry.txn not in ongoing:  # a TxnId equals and hashes as its (most, least) tuple
+                    cache.extend(entries, pending_size)
+                    store.stage_entries(topic_id, rows)
+                    entries, rows, pending_size = [], [], 0
+                    txn_buffer.appended(entry)
+        finally:
+            if entries:
+                cache.extend(entries, pending_size)
                 store.stage_entries(topic_id, rows)
         self.messages_in += messages
         self.bytes_in += size

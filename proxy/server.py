@@ -204,6 +204,14 @@ class BrokerService:
             connection.close("PublishTxnMessage is not supported by non-persistent topic")
             return
         limit = topic.broker.namespaces.max_message_size(topic.name)
+        if accepted_at_once(producer, txn):
+            # The producer's open transaction: every SEND of the run that is not too large is accepted (staging one
+            # changes nothing of it).
+            if limit:
+                run = [item for item in run if not self._refused_as_too_large(connection, producer, item, limit)]
+            if run:
+                self._stage_txn_sends(connection, producer, txn, run)
+            return
         accepted: list[tuple[int, int, MessageBody]] = []
         for item in run:
             if limit and self._refused_as_too_large(connection, producer, item, limit):
@@ -225,14 +233,10 @@ class BrokerService:
     def _stage_txn_sends(
         connection: PulsarConnection, producer: Producer, txn: TxnId, run: list[tuple[int, int, MessageBody]]
     ) -> None:
-        """Stage accepted SENDs of ``txn``, answered together once durable."""
-        # Deduplication compares sequence ids as Java longs; the receipts echo them as they came.
-        sends = [
-            (signed64(sequence_id), signed64(highest), message.body, message.metadata)
-            for sequence_id, highest, message in run
-        ]
+        """Stage accepted SENDs of ``txn``, answered together once durable (the receipts echo the sequence ids as they
+        came)."""
         producer.topic.publish_txn_run(  # type: ignore[union-attr]
-            producer, txn, sends, partial(connection.receipts, producer, run)
+            producer, txn, run, partial(connection.receipts, producer, run)
         )
 
     @staticmethod

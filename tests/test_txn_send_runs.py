@@ -21,8 +21,9 @@ from engine.transactions import TxnId
 from pulsar_txn_proxy.conformance.raw import RawConnection, add_partition, open_txn, rid, tc_connect, txn_fields
 from tests.conftest import Server, make_client
 from tests.test_bad_input import _producer, _send_frame
+from tests.test_max_message_size import _policy
 from wire.commands import NO_ID, frame, make
-from wire.framing import encode_payload_command, make_body
+from wire.framing import MessageBody, encode_payload_command, make_body, parse_body
 from wire.pulsar_api_pb2 import BaseCommand, MessageMetadata, ServerError, TxnAction
 
 T = BaseCommand
@@ -146,6 +147,35 @@ def test_runs_of_two_transactions_between_plain_sends(server_factory: Callable[.
     assert _visible(server.url, topic) == [b"p0", b"a1", b"a2", b"a4", b"p5", b"a7", b"a8"]
 
 
+def test_a_too_large_send_in_a_run_of_the_open_transaction(server_factory: Callable[..., Server], topic: str) -> None:
+    """A run of SENDs in the producer's open transaction (accepted without asking the coordinator again) still
+    answers a SEND above the topic's max message size alone and at once; the others are stored in order."""
+    server = server_factory()
+    conn = RawConnection(server.port)
+    try:
+        _connect(conn)
+        name = _producer(conn, topic, 1)
+        assert _policy(server, topic, "POST", b"1000")[0] == 204  # type: ignore[arg-type]
+        txn = open_txn(conn)
+        assert not add_partition(conn, txn, topic).HasField("error")
+        conn.send_raw(_txn_send(name, 0, b"t0", txn))
+        assert _answers(conn, 1) == [receipt(0, 0)]
+        frames = [
+            _txn_send(name, 1, b"t1", txn),
+            _txn_send(name, 2, b"x" * 2000, txn),
+            _txn_send(name, 3, b"t3", txn),
+        ]
+        conn.send_raw(b"".join(frames))
+        answers = _answers(conn, 3)
+        conn.send_raw(_end_frame(txn, TxnAction.COMMIT))
+        ends = _answers(conn, 1)
+    finally:
+        conn.close()
+    assert answers == [refused(2, NOT_ALLOWED), receipt(1, 1), receipt(3, 2)]
+    assert ends == [(T.END_TXN_RESPONSE, -1, 0, -2)]
+    assert _visible(server.url, topic) == [b"t0", b"t1", b"t3"]
+
+
 def test_sends_around_the_end_of_their_transaction(server_factory: Callable[..., Server], topic: str) -> None:
     server = server_factory()
     conn = RawConnection(server.port)
@@ -259,15 +289,15 @@ def test_transactional_sends_to_a_terminated_topic(tmp_path: Path) -> None:
     topic.add_producer(producer)
     txn = TxnId(0, 1)
 
-    def sends(first: int, count: int) -> list[tuple[int, int, bytes, MessageMetadata]]:
+    def sends(first: int, count: int) -> list[tuple[int, int, MessageBody]]:
         metas = [MessageMetadata(producer_name="p", sequence_id=s, publish_time=1) for s in range(first, first + count)]
-        return [(m.sequence_id, 0, make_body(m, b"m"), m) for m in metas]
+        return [(m.sequence_id, 0, parse_body(make_body(m, b"m"))) for m in metas]
 
     broker.terminate(topic)
     single: list[object] = []
     runs: list[object] = []
-    for seq, highest, body, meta in sends(0, 2):
-        topic.publish(producer, seq, highest, body, meta, single.append, txn)
+    for seq, highest, message in sends(0, 2):
+        topic.publish(producer, seq, highest, message.body, message.metadata, single.append, txn)
     topic.publish_txn_run(producer, txn, sends(2, 2), runs.append)
     clock.advance(0)
     assert [r.code for r in single] == [TERMINATED] * 2  # type: ignore[attr-defined]
