@@ -60,13 +60,16 @@ class Entry:
         )
 
     @classmethod
-    def from_plain(cls, entry_id: int, body: bytes, publish_time: int, batch: int | None) -> Entry:
+    def from_plain(
+        cls, entry_id: int, body: bytes, publish_time: int, batch: int | None, txn: tuple[int, int] | None = None
+    ) -> Entry:
         """Describe a body whose metadata holds only what :func:`wire.framing.scan_plain_metadata` takes: its publish
-        time and its ``num_messages_in_batch`` (None if absent); as :meth:`from_metadata` describes it."""
+        time and its ``num_messages_in_batch`` (None if absent), and the ``(most, least)`` ids of its transaction if
+        it names one (:func:`wire.framing.scan_txn_metadata`); as :meth:`from_metadata` describes it."""
         if batch is None:
-            return cls(entry_id, body, 1, False, publish_time, NONE_KEY)
+            return cls(entry_id, body, 1, False, publish_time, NONE_KEY, txn)
         count = batch if batch < MAX_BATCH_MESSAGES else MAX_BATCH_MESSAGES
-        return cls(entry_id, body, count, True, publish_time, NONE_KEY)
+        return cls(entry_id, body, count, True, publish_time, NONE_KEY, txn)
 
     @classmethod
     def from_body(cls, entry_id: int, body: bytes) -> Entry:

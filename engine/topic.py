@@ -648,7 +648,7 @@ class Topic(ProducerHost):
         name = producer.name
         store, topic_id, txn_buffer, cache = self.store, self.topic_id, self.txn_buffer, self._cache
         ongoing = txn_buffer.ongoing
-        from_metadata = Entry.from_metadata
+        from_metadata, from_plain = Entry.from_metadata, Entry.from_plain
         staged = False
         messages = size = pending_size = 0
         entries: list[Entry] = []
@@ -671,13 +671,20 @@ class Topic(ProducerHost):
                         continue
                     sequences[name] = sequences_staged[name] = highest
                     store.stage_sequence(topic_id, name, highest)
-                metadata = message.metadata
-                if (metadata.txnid_most_bits, metadata.txnid_least_bits) != txn:
-                    # Recovery finds transactions through the stored metadata, so it must name the transaction.
-                    metadata.txnid_most_bits, metadata.txnid_least_bits = txn
-                    body = make_body(metadata, stored_payload(body))
-                # The id is taken once the entry is described: a message that cannot be must not leave a hole.
-                entry = from_metadata(self.next_entry_id, body, metadata)
+                scanned = message.txn
+                if scanned is not None and scanned[2] == txn[0] and scanned[3] == txn[1]:
+                    # Metadata only scanned (wire.framing.scan_txn_metadata) that names this transaction: described
+                    # as Entry.from_metadata describes it.
+                    publish_time, batch, most, least = scanned
+                    entry = from_plain(self.next_entry_id, body, publish_time, batch, (most, least))
+                else:
+                    metadata = message.metadata
+                    if (metadata.txnid_most_bits, metadata.txnid_least_bits) != txn:
+                        # Recovery finds transactions through the stored metadata, so it must name the transaction.
+                        metadata.txnid_most_bits, metadata.txnid_least_bits = txn
+                        body = make_body(metadata, stored_payload(body))
+                    # The id is taken once the entry is described: a message that cannot be must not leave a hole.
+                    entry = from_metadata(self.next_entry_id, body, metadata)
                 self.next_entry_id += 1
                 entries.append(entry)
                 rows.append((entry.entry_id, entry.publish_time, body))

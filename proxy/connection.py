@@ -326,6 +326,11 @@ class PulsarConnection(protocol.Protocol):
                 if send is not None and self.state is connected:
                     self._on_plain_send(*send, item.body)
                     continue
+                txn_send = item.txn_send
+                if txn_send is not None and self.state is connected:
+                    # A transactional SEND of the shape clients send: only scanned too (wire.framing.scan_txn_send).
+                    self._on_txn_send(*txn_send, item.body)
+                    continue
                 command = item.command
                 if command.type == _SEND and self.state is State.CONNECTED:
                     self._on_send(command, item.body)
@@ -702,17 +707,25 @@ class PulsarConnection(protocol.Protocol):
             highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else None
             self._on_plain_send(send.producer_id, sequence_id, highest, body)
             return
-        accepted = self._accept_send(send.producer_id, sequence_id, body)
+        self._on_txn_send(
+            send.producer_id, sequence_id, send.highest_sequence_id, send.txnid_most_bits, send.txnid_least_bits, body
+        )
+
+    def _on_txn_send(
+        self, producer_id: int, sequence_id: int, highest: int, most: int, least: int, body: bytes | None
+    ) -> None:
+        """A SEND in transaction ``(most, least)``: checked, then added to the run of its producer's SENDs in it
+        (checked against the transaction when published, see publish_txn_run)."""
+        accepted = self._accept_send(producer_id, sequence_id, body)
         if accepted is None:
             return
         producer, message = accepted
-        # A run of SENDs in one transaction, checked against it when published (see publish_txn_run).
-        txn = (send.txnid_most_bits, send.txnid_least_bits)
+        txn = (most, least)
         if producer is not self._run_producer or txn != self._run_txn:
             self._end_run()
-            self._run_producer, self._run_txn = producer, TxnId(*txn)
+            self._run_producer, self._run_txn = producer, TxnId(most, least)
         # As Pulsar: a transactional SEND's receipt echoes its highest sequence id as read, 0 when not given.
-        self._run.append((sequence_id, send.highest_sequence_id, message))
+        self._run.append((sequence_id, highest, message))
 
     def _on_plain_send(self, producer_id: int, sequence_id: int, highest: int | None, body: bytes | None) -> None:
         """A SEND outside a transaction: checked, then added to the run of its producer's SENDs."""

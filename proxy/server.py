@@ -245,7 +245,9 @@ class BrokerService:
     ) -> bool:
         """Answer a SEND larger than its topic's max message size (a chunk is not), as Pulsar does; whether it was."""
         sequence_id, highest, message = send
-        if len(message.body) <= limit or (message.plain is None and message.metadata.HasField("chunk_id")):
+        if len(message.body) <= limit or (
+            message.plain is None and message.txn is None and message.metadata.HasField("chunk_id")
+        ):
             return False
         connection.receipt(producer, sequence_id, highest, BrokerError(ServerError.NotAllowedError, _TOO_LARGE))
         return True

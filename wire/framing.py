@@ -48,10 +48,11 @@ class Frame:
     """One decoded frame: the command and, for payload frames, the raw message body after it.
 
     ``send`` is ``(producer id, sequence id, highest sequence id or None)`` of a SEND whose command holds only those
-    (and ``num_messages``), as :func:`scan_plain_send` reads them; its command is then parsed only when asked for.
+    (and ``num_messages``), as :func:`scan_plain_send` reads them; ``txn_send`` is what :func:`scan_txn_send` reads of
+    a transactional SEND of that shape. Such a command is parsed only when asked for.
     """
 
-    __slots__ = ("_command", "_command_bytes", "body", "send")
+    __slots__ = ("_command", "_command_bytes", "body", "send", "txn_send")
 
     def __init__(
         self,
@@ -59,11 +60,13 @@ class Frame:
         body: bytes | None = None,
         send: tuple[int, int, int | None] | None = None,
         command_bytes: bytes = b"",
+        txn_send: tuple[int, int, int, int, int] | None = None,
     ) -> None:
         self._command = command
         self.body = body
         self.send = send
         self._command_bytes = command_bytes
+        self.txn_send = txn_send
 
     @property
     def command(self) -> BaseCommand:
@@ -152,6 +155,12 @@ class FrameDecoder:
                     frames.append(Frame(None, body, send, command_bytes))
                     offset = end
                     continue
+                txn_send = scan_txn_send(command_bytes)
+                if txn_send is not None:
+                    body = data[command_end:end] if end > command_end else None
+                    frames.append(Frame(None, body, None, command_bytes, txn_send))
+                    offset = end
+                    continue
             try:
                 command = parse(command_bytes)
             except DecodeError as exc:
@@ -183,10 +192,12 @@ class MessageBody:
     """A message body split into its parts. ``body`` is the normalised form kept in storage.
 
     ``plain`` is ``(publish time, num_messages_in_batch or None)`` when the metadata holds nothing else the broker
-    reads (see :func:`scan_plain_metadata`), else None; the metadata is then parsed only when asked for.
+    reads (see :func:`scan_plain_metadata`), else None; ``txn`` is ``(publish time, num_messages_in_batch or None,
+    txnid_most_bits, txnid_least_bits)`` when it holds only those fields and a transaction's ids (see
+    :func:`scan_txn_metadata`), else None. The metadata is then parsed only when asked for.
     """
 
-    __slots__ = ("_metadata", "body", "checksum_ok", "plain")
+    __slots__ = ("_metadata", "body", "checksum_ok", "plain", "txn")
 
     def __init__(
         self,
@@ -194,10 +205,12 @@ class MessageBody:
         metadata: MessageMetadata | None,
         checksum_ok: bool,
         plain: tuple[int, int | None] | None = None,
+        txn: tuple[int, int | None, int, int] | None = None,
     ) -> None:
         self.body = body
         self.checksum_ok = checksum_ok
         self.plain = plain
+        self.txn = txn
         self._metadata = metadata
 
     @property
@@ -257,6 +270,9 @@ def parse_body(data: bytes) -> MessageBody:
         plain = scan_plain_metadata(meta)
         if plain is not None:
             return MessageBody(data, None, checksum_ok, plain)
+        txn = scan_txn_metadata(meta)
+        if txn is not None:
+            return MessageBody(data, None, checksum_ok, None, txn)
         try:
             return MessageBody(data, MessageMetadata.FromString(meta), checksum_ok)
         except DecodeError as exc:
@@ -331,6 +347,8 @@ def scan_plain_send(command: bytes) -> tuple[int, int, int | None] | None:
             i == size or (i + 2 == size and command[i] == _TAG_NUM_MESSAGES and command[i + 1] < 128)
         ):
             return command[5], sequence_id, None
+        if sequence_id >= 0 and i < size and command[i] in _TXN_TAGS_OF_SEND:
+            return None  # a transactional SEND (see scan_txn_send): the loop below would refuse it at this tag
     i = 4
     producer_id = sequence_id = highest = None
     try:
@@ -361,6 +379,32 @@ def scan_plain_send(command: bytes) -> tuple[int, int, int | None] | None:
     if producer_id is None or sequence_id is None:
         return None
     return producer_id, sequence_id, highest
+
+
+def scan_txn_send(command: bytes) -> tuple[int, int, int, int, int] | None:
+    """``(producer_id, sequence_id, highest_sequence_id, txnid_most_bits, txnid_least_bits)`` of a serialised
+    ``BaseCommand`` of type SEND that holds what :func:`scan_plain_send` takes plus at least one of the transaction's
+    ids (the Java client's transactional SEND); None for anything else. Absent fields read as protobuf reads them (0).
+
+    As strict as :func:`scan_plain_send`: one-byte tags and length, varints of at most 9 bytes (``num_messages``: 4),
+    the last of a repeated field counts; whatever it takes, the parser takes with the same values.
+    """
+    size = len(command)
+    if size < 8 or command[0] != 8 or command[1] != _SEND or command[2] != _TAG_COMMAND_SEND or command[3] != size - 4:
+        return None
+    match = _FIELDS_OF_TXN_SEND(command, 4)
+    if match is None:
+        return None
+    producer, sequence, least, most, highest = match.groups()
+    if producer is None or sequence is None or (least is None and most is None):
+        return None
+    return (
+        _varint(producer),
+        _varint(sequence),
+        0 if highest is None else _varint(highest),
+        0 if most is None else _varint(most),
+        0 if least is None else _varint(least),
+    )
 
 
 #: Tags (field number and wire type, as one byte) of the metadata fields :func:`scan_plain_metadata` takes.
@@ -458,8 +502,80 @@ _VARINTS_OF_METADATA = re.compile(
     rb"(?:[\x10\x40\x48\x60]" + _VARINT_9 + rb"|\x18(" + _VARINT_9 + rb")|\x58(" + _VARINT_4 + rb"))*",
     re.DOTALL,
 ).fullmatch
+#: CommandSend's ``txnid_least_bits`` and ``txnid_most_bits`` tags.
+_TXN_TAGS_OF_SEND = (4 << 3, 5 << 3)
+#: What follows a transactional SEND's header: its fields in any order and repeated (groups: the last
+#: ``producer_id``, ``sequence_id``, ``txnid_least_bits``, ``txnid_most_bits`` and ``highest_sequence_id``).
+_FIELDS_OF_TXN_SEND = re.compile(
+    rb"(?:\x08("
+    + _VARINT_9
+    + rb")|\x10("
+    + _VARINT_9
+    + rb")|\x18"
+    + _VARINT_4
+    + rb"|\x20("
+    + _VARINT_9
+    + rb")|\x28("
+    + _VARINT_9
+    + rb")|\x30("
+    + _VARINT_9
+    + rb"))*",
+    re.DOTALL,
+).fullmatch
+#: What follows a transactional metadata's producer name: what :data:`_VARINTS_OF_METADATA` takes, plus
+#: ``txnid_least_bits`` and ``txnid_most_bits`` under their two-byte tags (groups: the last ``publish_time``,
+#: ``num_messages_in_batch``, ``txnid_least_bits``, ``txnid_most_bits``).
+_VARINTS_OF_TXN_METADATA = re.compile(
+    rb"(?:[\x10\x40\x48\x60]"
+    + _VARINT_9
+    + rb"|\x18("
+    + _VARINT_9
+    + rb")|\x58("
+    + _VARINT_4
+    + rb")|\xb0\x01("
+    + _VARINT_9
+    + rb")|\xb8\x01("
+    + _VARINT_9
+    + rb"))*",
+    re.DOTALL,
+).fullmatch
 #: The last publish time decoded, with its varint's bytes.
 _last_publish_time: tuple[bytes, int] = (b"", 0)
+
+
+def scan_txn_metadata(meta: bytes) -> tuple[int, int | None, int, int] | None:
+    """``(publish_time, num_messages_in_batch or None, txnid_most_bits, txnid_least_bits)`` of serialised
+    ``MessageMetadata`` that begins with ``producer_name`` and holds only the fields :func:`scan_plain_metadata` takes
+    plus at least one of ``txnid_least_bits`` and ``txnid_most_bits`` (what clients send for a message in a
+    transaction); None for anything else. An absent id reads 0, as protobuf reads it.
+
+    As strict as :func:`scan_plain_metadata` (the transaction ids: varints of at most 9 bytes, under their two-byte
+    tags); whatever it takes, the parser takes with the same values.
+    """
+    size = len(meta)
+    if size < 2 or meta[0] != _TAG_PRODUCER_NAME or meta[1] > 127 or 2 + meta[1] > size:
+        return None
+    match = _VARINTS_OF_TXN_METADATA(meta, 2 + meta[1])
+    if match is None:
+        return None
+    publish_bytes, batch_bytes, least, most = match.groups()
+    if least is None and most is None:
+        return None
+    if publish_bytes is None:
+        publish_time = 0
+    else:
+        last = _last_publish_time
+        if publish_bytes == last[0]:
+            publish_time = last[1]
+        else:
+            publish_time = _varint(publish_bytes)
+            _remember_publish_time(publish_bytes, publish_time)
+    return (
+        publish_time,
+        None if batch_bytes is None else _varint(batch_bytes),
+        0 if most is None else _varint(most),
+        0 if least is None else _varint(least),
+    )
 
 
 def _remember_publish_time(encoded: bytes, value: int) -> None:
