@@ -347,8 +347,13 @@ def scan_plain_send(command: bytes) -> tuple[int, int, int | None] | None:
             i == size or (i + 2 == size and command[i] == _TAG_NUM_MESSAGES and command[i + 1] < 128)
         ):
             return command[5], sequence_id, None
-        if sequence_id >= 0 and i < size and command[i] in _TXN_TAGS_OF_SEND:
-            return None  # a transactional SEND (see scan_txn_send): the loop below would refuse it at this tag
+        if sequence_id >= 0 and i < size:
+            # A transactional SEND (see scan_txn_send), maybe with a one-byte num_messages first: the loop below would
+            # refuse it at its txnid tag.
+            if command[i] == _TAG_NUM_MESSAGES and i + 2 < size and command[i + 1] < 128:
+                i += 2
+            if command[i] in _TXN_TAGS_OF_SEND:
+                return None
     i = 4
     producer_id = sequence_id = highest = None
     try:
@@ -399,11 +404,11 @@ def scan_txn_send(command: bytes) -> tuple[int, int, int, int, int] | None:
     if producer is None or sequence is None or (least is None and most is None):
         return None
     return (
-        _varint(producer),
-        _varint(sequence),
+        producer[0] if len(producer) == 1 else _varint(producer),
+        sequence[0] if len(sequence) == 1 else _varint(sequence),
         0 if highest is None else _varint(highest),
-        0 if most is None else _varint(most),
-        0 if least is None else _varint(least),
+        0 if most is None else most[0] if len(most) == 1 else _varint(most),
+        0 if least is None else least[0] if len(least) == 1 else _varint(least),
     )
 
 
@@ -448,6 +453,10 @@ def scan_plain_metadata(meta: bytes) -> tuple[int, int | None] | None:
                     publish_time = _varint(publish_bytes)
                     _remember_publish_time(publish_bytes, publish_time)
             return publish_time, None if batch_bytes is None else _varint(batch_bytes)
+        if _TAG_TXNID_LEAST_BITS in meta or _TAG_TXNID_MOST_BITS in meta:
+            # Most likely metadata in a transaction (see scan_txn_metadata), which the loop below refuses at the tag:
+            # left to the caller (a plain metadata with these bytes in a value would only be parsed, not scanned).
+            return None
     publish_time = 0
     batch = None
     try:
@@ -502,6 +511,9 @@ _VARINTS_OF_METADATA = re.compile(
     rb"(?:[\x10\x40\x48\x60]" + _VARINT_9 + rb"|\x18(" + _VARINT_9 + rb")|\x58(" + _VARINT_4 + rb"))*",
     re.DOTALL,
 ).fullmatch
+#: MessageMetadata's ``txnid_least_bits`` and ``txnid_most_bits`` tags (two bytes each).
+_TAG_TXNID_LEAST_BITS = b"\xb0\x01"
+_TAG_TXNID_MOST_BITS = b"\xb8\x01"
 #: CommandSend's ``txnid_least_bits`` and ``txnid_most_bits`` tags.
 _TXN_TAGS_OF_SEND = (4 << 3, 5 << 3)
 #: What follows a transactional SEND's header: its fields in any order and repeated (groups: the last
@@ -573,8 +585,8 @@ def scan_txn_metadata(meta: bytes) -> tuple[int, int | None, int, int] | None:
     return (
         publish_time,
         None if batch_bytes is None else _varint(batch_bytes),
-        0 if most is None else _varint(most),
-        0 if least is None else _varint(least),
+        0 if most is None else most[0] if len(most) == 1 else _varint(most),
+        0 if least is None else least[0] if len(least) == 1 else _varint(least),
     )
 
 
