@@ -397,19 +397,51 @@ def scan_txn_send(command: bytes) -> tuple[int, int, int, int, int] | None:
     size = len(command)
     if size < 8 or command[0] != 8 or command[1] != _SEND or command[2] != _TAG_COMMAND_SEND or command[3] != size - 4:
         return None
+    # The Java client's shape: a one-byte producer id, the sequence id, maybe a one-byte num_messages, then the ids.
+    if command[4] == _TAG_PRODUCER_ID and command[5] < 128 and command[6] == _TAG_SEQUENCE_ID_OF_SEND:
+        sequence_id, i = _varint_at(command, 7)
+        if 0 < i < size - 1 and command[i] == _TAG_NUM_MESSAGES and command[i + 1] < 128:
+            i += 2
+        least = most = -1
+        if 0 < i < size and command[i] == _TAG_TXNID_LEAST_BITS_OF_SEND:
+            least, i = _varint_at(command, i + 1)
+        if 0 < i < size and command[i] == _TAG_TXNID_MOST_BITS_OF_SEND:
+            most, i = _varint_at(command, i + 1)
+        if i == size and (least >= 0 or most >= 0):
+            return command[5], sequence_id, 0, most if most >= 0 else 0, least if least >= 0 else 0
     match = _FIELDS_OF_TXN_SEND(command, 4)
     if match is None:
         return None
-    producer, sequence, least, most, highest = match.groups()
-    if producer is None or sequence is None or (least is None and most is None):
+    producer, sequence, least_bytes, most_bytes, highest = match.groups()
+    if producer is None or sequence is None or (least_bytes is None and most_bytes is None):
         return None
     return (
-        producer[0] if len(producer) == 1 else _varint(producer),
-        sequence[0] if len(sequence) == 1 else _varint(sequence),
+        _varint(producer),
+        _varint(sequence),
         0 if highest is None else _varint(highest),
-        0 if most is None else most[0] if len(most) == 1 else _varint(most),
-        0 if least is None else least[0] if len(least) == 1 else _varint(least),
+        0 if most_bytes is None else _varint(most_bytes),
+        0 if least_bytes is None else _varint(least_bytes),
     )
+
+
+def _varint_at(data: bytes, i: int) -> tuple[int, int]:
+    """The value of the varint of at most 9 bytes at ``data[i]`` and the index after it; ``(-1, -1)`` if it is longer
+    or cut short."""
+    try:
+        byte = data[i]
+        if byte < 128:
+            return byte, i + 1
+        value, shift, last = byte & 127, 7, i + 8
+        while i < last:
+            i += 1
+            byte = data[i]
+            if byte < 128:
+                return value | byte << shift, i + 1
+            value |= (byte & 127) << shift
+            shift += 7
+    except IndexError:
+        pass
+    return -1, -1
 
 
 #: Tags (field number and wire type, as one byte) of the metadata fields :func:`scan_plain_metadata` takes.
@@ -440,8 +472,9 @@ def scan_plain_metadata(meta: bytes) -> tuple[int, int | None] | None:
     # The shape clients write (the producer name first, then varints only), matched at once; else the loop below.
     if size > 1 and meta[0] == _TAG_PRODUCER_NAME and meta[1] < 128 and 2 + meta[1] <= size:
         match = _VARINTS_OF_METADATA(meta, 2 + meta[1])
-        if match is not None:
-            publish_bytes, batch_bytes = match.groups()
+        end = match.end()  # type: ignore[union-attr]  (a repetition matches, if only the empty string)
+        if end == size:
+            publish_bytes, batch_bytes = match.groups()  # type: ignore[union-attr]
             if publish_bytes is None:
                 publish_time = 0
             else:
@@ -453,9 +486,9 @@ def scan_plain_metadata(meta: bytes) -> tuple[int, int | None] | None:
                     publish_time = _varint(publish_bytes)
                     _remember_publish_time(publish_bytes, publish_time)
             return publish_time, None if batch_bytes is None else _varint(batch_bytes)
-        if _TAG_TXNID_LEAST_BITS in meta or _TAG_TXNID_MOST_BITS in meta:
-            # Most likely metadata in a transaction (see scan_txn_metadata), which the loop below refuses at the tag:
-            # left to the caller (a plain metadata with these bytes in a value would only be parsed, not scanned).
+        if meta[end] != _TAG_PRODUCER_NAME:
+            # The loop below would read the same fields up to here and refuse what follows (another field, as in a
+            # transaction's metadata, or a varint too long or cut short): only a producer name again is read on.
             return None
     publish_time = 0
     batch = None
@@ -506,16 +539,20 @@ def scan_plain_metadata(meta: bytes) -> tuple[int, int | None] | None:
 _VARINT_9 = rb"[\x80-\xff]{0,8}[\x00-\x7f]"
 _VARINT_4 = rb"[\x80-\xff]{0,3}[\x00-\x7f]"
 #: What follows a plain metadata's producer name: the varint fields :func:`scan_plain_metadata` takes, in any order
-#: and repeated (groups: the last ``publish_time`` and the last ``num_messages_in_batch``, as protobuf reads them).
+#: and repeated, as far as they go (groups: the last ``publish_time`` and the last ``num_messages_in_batch``, as
+#: protobuf reads them). Each field's extent is fixed by its bytes, so the match ends where the first field it does
+#: not take begins.
 _VARINTS_OF_METADATA = re.compile(
     rb"(?:[\x10\x40\x48\x60]" + _VARINT_9 + rb"|\x18(" + _VARINT_9 + rb")|\x58(" + _VARINT_4 + rb"))*",
     re.DOTALL,
-).fullmatch
-#: MessageMetadata's ``txnid_least_bits`` and ``txnid_most_bits`` tags (two bytes each).
-_TAG_TXNID_LEAST_BITS = b"\xb0\x01"
-_TAG_TXNID_MOST_BITS = b"\xb8\x01"
+).match
+#: MessageMetadata's ``txnid_least_bits`` and ``txnid_most_bits`` tags: their first bytes (the second is 1).
+_TAG_TXNID_LEAST_BITS = 22 << 3 & 127 | 128
+_TAG_TXNID_MOST_BITS = 23 << 3 & 127 | 128
 #: CommandSend's ``txnid_least_bits`` and ``txnid_most_bits`` tags.
-_TXN_TAGS_OF_SEND = (4 << 3, 5 << 3)
+_TAG_TXNID_LEAST_BITS_OF_SEND = 4 << 3
+_TAG_TXNID_MOST_BITS_OF_SEND = 5 << 3
+_TXN_TAGS_OF_SEND = (_TAG_TXNID_LEAST_BITS_OF_SEND, _TAG_TXNID_MOST_BITS_OF_SEND)
 #: What follows a transactional SEND's header: its fields in any order and repeated (groups: the last
 #: ``producer_id``, ``sequence_id``, ``txnid_least_bits``, ``txnid_most_bits`` and ``highest_sequence_id``).
 _FIELDS_OF_TXN_SEND = re.compile(
@@ -534,32 +571,15 @@ _FIELDS_OF_TXN_SEND = re.compile(
     + rb"))*",
     re.DOTALL,
 ).fullmatch
-#: What follows a transactional metadata's producer name: what :data:`_VARINTS_OF_METADATA` takes, plus
-#: ``txnid_least_bits`` and ``txnid_most_bits`` under their two-byte tags (groups: the last ``publish_time``,
-#: ``num_messages_in_batch``, ``txnid_least_bits``, ``txnid_most_bits``).
-_VARINTS_OF_TXN_METADATA = re.compile(
-    rb"(?:[\x10\x40\x48\x60]"
-    + _VARINT_9
-    + rb"|\x18("
-    + _VARINT_9
-    + rb")|\x58("
-    + _VARINT_4
-    + rb")|\xb0\x01("
-    + _VARINT_9
-    + rb")|\xb8\x01("
-    + _VARINT_9
-    + rb"))*",
-    re.DOTALL,
-).fullmatch
 #: The last publish time decoded, with its varint's bytes.
 _last_publish_time: tuple[bytes, int] = (b"", 0)
 
 
 def scan_txn_metadata(meta: bytes) -> tuple[int, int | None, int, int] | None:
     """``(publish_time, num_messages_in_batch or None, txnid_most_bits, txnid_least_bits)`` of serialised
-    ``MessageMetadata`` that begins with ``producer_name`` and holds only the fields :func:`scan_plain_metadata` takes
-    plus at least one of ``txnid_least_bits`` and ``txnid_most_bits`` (what clients send for a message in a
-    transaction); None for anything else. An absent id reads 0, as protobuf reads it.
+    ``MessageMetadata`` that begins with ``producer_name``, goes on with the fields :func:`scan_plain_metadata` takes
+    and ends with ``txnid_least_bits`` and/or ``txnid_most_bits`` (what clients send for a message in a transaction,
+    in field order); None for anything else. An absent id reads 0, as protobuf reads it.
 
     As strict as :func:`scan_plain_metadata` (the transaction ids: varints of at most 9 bytes, under their two-byte
     tags); whatever it takes, the parser takes with the same values.
@@ -567,12 +587,20 @@ def scan_txn_metadata(meta: bytes) -> tuple[int, int | None, int, int] | None:
     size = len(meta)
     if size < 2 or meta[0] != _TAG_PRODUCER_NAME or meta[1] > 127 or 2 + meta[1] > size:
         return None
-    match = _VARINTS_OF_TXN_METADATA(meta, 2 + meta[1])
-    if match is None:
+    # The fields scan_plain_metadata takes, then the transaction's ids only.
+    match = _VARINTS_OF_METADATA(meta, 2 + meta[1])
+    i = match.end()  # type: ignore[union-attr]
+    least = most = -1
+    while 0 < i < size - 1 and meta[i + 1] == 1:
+        if meta[i] == _TAG_TXNID_LEAST_BITS:
+            least, i = _varint_at(meta, i + 2)
+        elif meta[i] == _TAG_TXNID_MOST_BITS:
+            most, i = _varint_at(meta, i + 2)
+        else:
+            return None
+    if i != size or (least < 0 and most < 0):
         return None
-    publish_bytes, batch_bytes, least, most = match.groups()
-    if least is None and most is None:
-        return None
+    publish_bytes, batch_bytes = match.groups()  # type: ignore[union-attr]
     if publish_bytes is None:
         publish_time = 0
     else:
@@ -585,8 +613,8 @@ def scan_txn_metadata(meta: bytes) -> tuple[int, int | None, int, int] | None:
     return (
         publish_time,
         None if batch_bytes is None else _varint(batch_bytes),
-        0 if most is None else most[0] if len(most) == 1 else _varint(most),
-        0 if least is None else least[0] if len(least) == 1 else _varint(least),
+        most if most >= 0 else 0,
+        least if least >= 0 else 0,
     )
 
 
