@@ -4,10 +4,17 @@ the one described from the parsed metadata, and what the plain scans take they n
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.broker import Broker, InlineCommits
+from engine.clock import ManualClock
 from engine.entry import Entry
+from engine.store import Store
+from engine.topic import AccessMode, Producer
+from engine.transactions import TxnId
 from wire.framing import (
     FrameDecoder,
     encode_payload_command,
@@ -225,3 +232,51 @@ def test_txn_metadata_the_scan_leaves_to_the_parser() -> None:
         name + b"\xb0\x01",  # a varint missing
     ):
         assert scan_txn_metadata(data) is None, data
+
+
+# -- the transactional run ----------------------------------------------------------------------------------------
+
+
+def test_a_run_stores_each_entry_in_the_sends_transaction(tmp_path: Path) -> None:
+    """Engine level: a run of SENDs in one transaction whose metadata was only scanned (naming that transaction, in
+    a batch or not) is described as its parse describes it, and one whose metadata names another transaction or none
+    is rewritten to name the SEND's: every stored entry, read back from storage, names the SEND's transaction."""
+    broker = Broker(Store(tmp_path / "store.sqlite"), ManualClock(), commits=InlineCommits())
+    topic = broker.topic("persistent://public/default/txn-scan")
+    producer = Producer(1, "p", AccessMode.SHARED, 0, _Sink())
+    topic.add_producer(producer)
+    txn = TxnId(3, 300)
+    metas = [
+        MessageMetadata(producer_name="p", sequence_id=0, publish_time=5, txnid_most_bits=3, txnid_least_bits=300),
+        MessageMetadata(
+            producer_name="p", publish_time=6, num_messages_in_batch=4, txnid_most_bits=3, txnid_least_bits=300
+        ),
+        MessageMetadata(producer_name="p", sequence_id=2, publish_time=7, txnid_most_bits=3, txnid_least_bits=301),
+        MessageMetadata(producer_name="p", sequence_id=3, publish_time=8),
+    ]
+    messages = [parse_body(make_body(meta, b"m")) for meta in metas]
+    assert [m.txn is not None for m in messages] == [True, True, True, False]  # the scans took the first three
+    results: list[object] = []
+    topic.publish_txn_run(producer, txn, [(n, 0, m) for n, m in enumerate(messages)], results.append)
+    broker.flush()
+    # The transaction is not open on this topic: its abort marker follows its first entry (as Pulsar's buffer does).
+    assert results == [[0, 2, 3, 4]]
+    ids = results[0]
+    cached = [entry for entry in topic.read(0, 4) if entry.entry_id in ids]
+    stored = [Entry.from_body(n, body) for n, body in broker.store.read(topic.topic_id, 0, 4) if n in ids]
+    assert cached == stored
+    assert [entry.txn for entry in stored] == [(3, 300)] * 4
+    assert [(entry.num_messages, entry.is_batch, entry.publish_time) for entry in stored] == [
+        (1, False, 5),
+        (4, True, 6),
+        (1, False, 7),
+        (1, False, 8),
+    ]
+
+
+class _Sink:
+    def close_producer(self, producer: Producer) -> None:
+        pass
+
+    def producer_ready(self, producer: Producer) -> None:
+        pass
