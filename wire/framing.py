@@ -267,12 +267,11 @@ def parse_body(data: bytes) -> MessageBody:
         # A small body is cheaper to copy than to view.
         checksum_ok = crc32c.crc32c(data[6:] if len(data) < 4096 else memoryview(data)[6:]) == expected
         meta = data[10 : 10 + meta_size]
-        plain = scan_plain_metadata(meta)
-        if plain is not None:
-            return MessageBody(data, None, checksum_ok, plain)
-        txn = scan_txn_metadata(meta)
-        if txn is not None:
-            return MessageBody(data, None, checksum_ok, None, txn)
+        scanned = _scan_metadata(meta)
+        if scanned is not None:
+            if len(scanned) == 2:
+                return MessageBody(data, None, checksum_ok, scanned)  # type: ignore[arg-type]
+            return MessageBody(data, None, checksum_ok, None, scanned)  # type: ignore[arg-type]
         try:
             return MessageBody(data, MessageMetadata.FromString(meta), checksum_ok)
         except DecodeError as exc:
@@ -467,6 +466,13 @@ def scan_plain_metadata(meta: bytes) -> tuple[int, int | None] | None:
     (the last of a repeated field counts, as in protobuf). Anything else (another field, a longer encoding, truncated
     bytes) gives None: the caller parses the metadata, which then accepts or refuses it as before.
     """
+    scanned = _scan_metadata(meta)
+    return scanned if scanned is None or len(scanned) == 2 else None  # type: ignore[return-value]
+
+
+def _scan_metadata(meta: bytes) -> tuple[int, int | None] | tuple[int, int | None, int, int] | None:
+    """What :func:`scan_plain_metadata` reads of plain metadata (a pair), or :func:`scan_txn_metadata` of a
+    transaction's (four values), in one pass; None for anything else."""
     size = len(meta)
     i = 0
     # The shape clients write (the producer name first, then varints only), matched at once; else the loop below.
@@ -487,8 +493,10 @@ def scan_plain_metadata(meta: bytes) -> tuple[int, int | None] | None:
                     _remember_publish_time(publish_bytes, publish_time)
             return publish_time, None if batch_bytes is None else _varint(batch_bytes)
         if meta[end] != _TAG_PRODUCER_NAME:
-            # The loop below would read the same fields up to here and refuse what follows (another field, as in a
-            # transaction's metadata, or a varint too long or cut short): only a producer name again is read on.
+            # The loop below would read the same fields up to here and refuse what follows (another field, or a
+            # varint too long or cut short): only a producer name again is read on. A transaction's ids may end it.
+            if meta[end] == _TAG_TXNID_LEAST_BITS or meta[end] == _TAG_TXNID_MOST_BITS:
+                return _scan_txn_ids(meta, match, end)  # type: ignore[arg-type]
             return None
     publish_time = 0
     batch = None
@@ -584,12 +592,14 @@ def scan_txn_metadata(meta: bytes) -> tuple[int, int | None, int, int] | None:
     As strict as :func:`scan_plain_metadata` (the transaction ids: varints of at most 9 bytes, under their two-byte
     tags); whatever it takes, the parser takes with the same values.
     """
+    scanned = _scan_metadata(meta)
+    return scanned if scanned is not None and len(scanned) == 4 else None  # type: ignore[return-value]
+
+
+def _scan_txn_ids(meta: bytes, match: re.Match[bytes], i: int) -> tuple[int, int | None, int, int] | None:
+    """:func:`scan_txn_metadata`'s values of ``meta``, whose plain fields ``match`` took up to ``i``, where the
+    transaction's ids must follow to its end."""
     size = len(meta)
-    if size < 2 or meta[0] != _TAG_PRODUCER_NAME or meta[1] > 127 or 2 + meta[1] > size:
-        return None
-    # The fields scan_plain_metadata takes, then the transaction's ids only.
-    match = _VARINTS_OF_METADATA(meta, 2 + meta[1])
-    i = match.end()  # type: ignore[union-attr]
     least = most = -1
     while 0 < i < size - 1 and meta[i + 1] == 1:
         if meta[i] == _TAG_TXNID_LEAST_BITS:
