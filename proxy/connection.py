@@ -716,6 +716,22 @@ class PulsarConnection(protocol.Protocol):
     ) -> None:
         """A SEND in transaction ``(most, least)``: checked, then added to the run of its producer's SENDs in it
         (checked against the transaction when published, see publish_txn_run)."""
+        run, run_txn = self._run, self._run_txn
+        if (
+            run
+            and run_txn is not None
+            and run_txn.least == least
+            and run_txn.most == most
+            and body is not None
+            and self.producers.get(producer_id) is self._run_producer
+        ):
+            # The SEND after the first of its transaction's run, as most are: as in _on_plain_send, the checks left
+            # are the body's checksum and back-pressure, and a SEND that fails them goes through them all.
+            message = parse_body(body)
+            if message.checksum_ok and self._pending_sends < MAX_PENDING_SENDS - 1:
+                self._pending_sends += 1
+                run.append((sequence_id, highest, message))
+                return
         accepted = self._accept_send(producer_id, sequence_id, body)
         if accepted is None:
             return
