@@ -480,18 +480,7 @@ def _scan_metadata(meta: bytes) -> tuple[int, int | None] | tuple[int, int | Non
         match = _VARINTS_OF_METADATA(meta, 2 + meta[1])
         end = match.end()  # type: ignore[union-attr]  (a repetition matches, if only the empty string)
         if end == size:
-            publish_bytes, batch_bytes = match.groups()  # type: ignore[union-attr]
-            if publish_bytes is None:
-                publish_time = 0
-            else:
-                # Messages sent within one millisecond share their publish time's bytes.
-                last = _last_publish_time
-                if publish_bytes == last[0]:
-                    publish_time = last[1]
-                else:
-                    publish_time = _varint(publish_bytes)
-                    _remember_publish_time(publish_bytes, publish_time)
-            return publish_time, None if batch_bytes is None else _varint(batch_bytes)
+            return _matched_times(match)  # type: ignore[arg-type]
         if meta[end] != _TAG_PRODUCER_NAME:
             # The loop below would read the same fields up to here and refuse what follows (another field, or a
             # varint too long or cut short): only a producer name again is read on. A transaction's ids may end it.
@@ -583,6 +572,22 @@ _FIELDS_OF_TXN_SEND = re.compile(
 _last_publish_time: tuple[bytes, int] = (b"", 0)
 
 
+def _matched_times(match: re.Match[bytes]) -> tuple[int, int | None]:
+    """``(publish_time, num_messages_in_batch)`` of a metadata match of the plain fields (0 and None when absent)."""
+    publish_bytes, batch_bytes = match.groups()
+    if publish_bytes is None:
+        publish_time = 0
+    else:
+        # Messages sent within one millisecond share their publish time's bytes.
+        last = _last_publish_time
+        if publish_bytes == last[0]:
+            publish_time = last[1]
+        else:
+            publish_time = _varint(publish_bytes)
+            _remember_publish_time(publish_bytes, publish_time)
+    return publish_time, None if batch_bytes is None else _varint(batch_bytes)
+
+
 def scan_txn_metadata(meta: bytes) -> tuple[int, int | None, int, int] | None:
     """``(publish_time, num_messages_in_batch or None, txnid_most_bits, txnid_least_bits)`` of serialised
     ``MessageMetadata`` that begins with ``producer_name``, goes on with the fields :func:`scan_plain_metadata` takes
@@ -610,19 +615,10 @@ def _scan_txn_ids(meta: bytes, match: re.Match[bytes], i: int) -> tuple[int, int
             return None
     if i != size or (least < 0 and most < 0):
         return None
-    publish_bytes, batch_bytes = match.groups()  # type: ignore[union-attr]
-    if publish_bytes is None:
-        publish_time = 0
-    else:
-        last = _last_publish_time
-        if publish_bytes == last[0]:
-            publish_time = last[1]
-        else:
-            publish_time = _varint(publish_bytes)
-            _remember_publish_time(publish_bytes, publish_time)
+    publish_time, num_messages = _matched_times(match)
     return (
         publish_time,
-        None if batch_bytes is None else _varint(batch_bytes),
+        num_messages,
         most if most >= 0 else 0,
         least if least >= 0 else 0,
     )
